@@ -1,0 +1,138 @@
+"""The algorithm registry: built-ins in an explicit lazily-loaded table, external plugins
+through the `bench.algorithms` entry-point group or a module path (`--plugin`).
+
+Nothing here imports a plugin until it is asked for, so `import algorithms.registry` stays
+cheap. Duplicate names are rejected; unknown names get "did you mean ...? available: ...".
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+from dataclasses import dataclass
+from importlib import metadata
+
+from algorithms.base import Algorithm
+
+ENTRY_POINT_GROUP = "bench.algorithms"
+
+# name -> "module:Class". Order is the order `bench algos` lists them in.
+BUILTINS: dict[str, str] = {
+    "sao": "algorithms.sao:SAO",
+    "grpo": "algorithms.grpo:GRPO",
+    "dapo": "algorithms.dapo:DAPO",
+    "ppo": "algorithms.ppo:PPO",
+    "running-mean": "algorithms.running_mean:RunningMean",
+    "dr-grpo": "algorithms.dr_grpo:DrGRPO",
+    "gspo": "algorithms.gspo:GSPO",
+    "rloo": "algorithms.rloo:RLOO",
+}
+
+
+class RegistryError(ValueError):
+    """A registry problem a user can fix (unknown or duplicate name, bad plugin)."""
+
+
+@dataclass
+class _Entry:
+    target: str  # "module:Class"
+    source: str  # "built-in", "entry point <dist>", "plugin <module>"
+    cls: type[Algorithm] | None = None
+
+
+_entries: dict[str, _Entry] | None = None
+
+
+def _load_target(target: str) -> type[Algorithm]:
+    module_name, _, attr = target.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise RegistryError(f"cannot load algorithm {target!r}: {exc}") from exc
+    if not (inspect.isclass(cls) and issubclass(cls, Algorithm)):
+        raise RegistryError(f"{target!r} is not an algorithms.base.Algorithm subclass")
+    return cls
+
+
+def _add(entries: dict[str, _Entry], name: str, entry: _Entry) -> None:
+    if name in entries:
+        raise RegistryError(
+            f"duplicate algorithm name {name!r}: {entry.source} clashes with {entries[name].source}"
+        )
+    entries[name] = entry
+
+
+def _table() -> dict[str, _Entry]:
+    """The name table: built-ins, then installed entry points (loaded on first use)."""
+    global _entries
+    if _entries is None:
+        entries = {name: _Entry(target, "built-in") for name, target in BUILTINS.items()}
+        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+            dist = ep.dist.name if ep.dist is not None else "unknown distribution"
+            _add(entries, ep.name, _Entry(ep.value, f"entry point ({dist})"))
+        _entries = entries
+    return _entries
+
+
+def reset() -> None:
+    """Forget loaded plugins and re-read entry points (tests and long-lived processes)."""
+    global _entries
+    _entries = None
+
+
+def load_plugin_module(module_path: str) -> list[str]:
+    """Import a user module (`--plugin my_pkg.my_algo`) and register every Algorithm
+    subclass it defines. Returns the names registered."""
+    try:
+        module = importlib.import_module(module_path)
+    except ImportError as exc:
+        raise RegistryError(f"cannot import plugin module {module_path!r}: {exc}") from exc
+    table = _table()
+    found = []
+    for _, cls in inspect.getmembers(module, inspect.isclass):
+        if issubclass(cls, Algorithm) and cls.__module__ == module.__name__ and hasattr(cls, "name"):
+            existing = table.get(cls.name)
+            if existing is not None and existing.cls is cls:
+                continue  # the same class loaded twice (e.g. also an entry point) is not a clash
+            _add(table, cls.name, _Entry(f"{module.__name__}:{cls.__name__}", f"plugin {module_path}", cls))
+            found.append(cls.name)
+    if not found:
+        raise RegistryError(f"plugin module {module_path!r} defines no Algorithm subclass with a `name`")
+    return found
+
+
+def names() -> list[str]:
+    """Every registered algorithm name."""
+    return list(_table())
+
+
+def get(name: str) -> type[Algorithm]:
+    """The algorithm class registered under `name` (loaded now if it was not yet)."""
+    table = _table()
+    entry = table.get(name)
+    if entry is None:
+        close = difflib.get_close_matches(name, list(table), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise RegistryError(f"unknown algorithm {name!r}; {hint}available: {', '.join(table)}")
+    if entry.cls is None:
+        entry.cls = _load_target(entry.target)
+        if entry.cls.name != name:
+            raise RegistryError(f"{entry.target} declares name {entry.cls.name!r} but is registered as {name!r}")
+    return entry.cls
+
+
+def describe(name: str) -> dict:
+    """What `bench algos` shows for one algorithm."""
+    cls = get(name)
+    algo = cls()
+    return {
+        "name": name,
+        "summary": cls.summary,
+        "rollouts_per_prompt": algo.group_size,
+        "critic": algo.critic is not None,
+        "needs": sorted(algo.needs),
+        "presets": sorted(cls.presets),
+        "source": _table()[name].source,
+        "class": f"{cls.__module__}:{cls.__qualname__}",
+    }

@@ -1,0 +1,148 @@
+"""SAO: single-rollout asynchronous optimization with a value model and DIS.
+
+Paper: Hou, Li, Tang, Dong, "Single-Rollout Asynchronous Optimization for Agentic
+Reinforcement Learning", arXiv 2607.07508 (2026). One rollout per prompt; per-token
+advantages from a critic; the DIS objective (eqs. 1-3), maximised:
+
+    r_t = exp(log pi_theta(a_t|s_t) - log pi_rollout(a_t|s_t))
+    f(r) = r if (1 - eps_low) < r < (1 + eps_high) else 0
+    J = E_t[ f(r_t) * A_t * log pi_theta(a_t|s_t) ]
+
+Critic: K=2 updates per policy step (TTUR), frozen attention, 10 warmup steps, targets
+from GAE with lambda=1; policy advantages from GAE with VAPO's length-adaptive lambda
+1 - 1/(alpha*l); skip-observation GAE on agent trajectories.
+
+Choices where the paper is silent, and deviations:
+1. f(r)*A is detached by default (`detach_coefficient`): loss = -(sg(f(r)*A) * log pi),
+   so in band d loss/d log pi_t = -A_t * r_t, i.e. -A_t * grad r_t, PPO's unclipped
+   gradient; out of band the gradient is exactly 0 whatever the sign of A. False keeps
+   the gradient through f(r) (the literal product rule of eq. 3).
+2. Aggregation: `token-mean` over all action tokens of the batch (configurable).
+3. No KL-to-reference and no entropy term (the paper mentions none).
+4. gamma = 1.0 (outcome rewards); the outcome reward sits on the last action token.
+5. GAE runs over the ACTION mask only, so on agent trajectories the last token of action
+   i links to the first token of action i+1 (skip-observation GAE); observation tokens
+   get no advantage, no critic target and no loss.
+6. l of the length-adaptive lambda = number of action tokens of the trajectory
+   (observation tokens are not counted).
+7. No advantage normalisation by default (`normalize_advantages=False`): outcome
+   rewards are bounded and whitening a single-rollout batch mixes unrelated prompts.
+8. Critic loss: plain MSE 0.5*(V-R)^2, token-mean over action tokens, no value clipping.
+9. The 10-step warmup is read as 10 critic-only steps (policy frozen); which modules
+   count as "attention" (and that norms keep training) is the trainer's choice.
+10. Value pretraining is not part of the plugin (no size is given).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from algorithms.advantages import gae, length_adaptive_lambda, masked_whiten, outcome_rewards_to_tokens
+from algorithms.aggregation import AGGREGATION_MODES
+from algorithms.base import (
+    AdvantageResult,
+    Algorithm,
+    CriticLossInputs,
+    CriticSettings,
+    LossOutput,
+    PolicyLossInputs,
+    Trajectories,
+    doc,
+)
+from algorithms.objectives import (
+    advantage_metrics,
+    critic_metrics,
+    dis_policy_loss,
+    mse_value_loss,
+    require,
+    select_tokens,
+)
+
+
+@dataclass(frozen=True)
+class Config:
+    eps_low: float = doc(
+        "DIS band: tokens with r <= 1 - eps_low are dropped (math 0.3, coding 0.8)", default=0.3
+    )
+    eps_high: float = doc(
+        "DIS band: tokens with r >= 1 + eps_high are dropped (math 5.0, coding 3.0)", default=5.0
+    )
+    detach_coefficient: bool = doc(
+        "stop the gradient through f(r)*A (in-band gradient = A * grad r)", default=True
+    )
+    aggregation: str = doc(f"loss aggregation mode, one of {AGGREGATION_MODES}", default="token-mean")
+    gamma: float = doc("discount factor of GAE (unspecified in the paper)", default=1.0)
+    lambda_critic: float = doc("GAE lambda of the critic targets (1.0 = Monte Carlo)", default=1.0)
+    alpha: float = doc("length-adaptive policy lambda 1 - 1/(alpha * l), l = action tokens", default=1.5)
+    normalize_advantages: bool = doc("whiten policy advantages over the batch's action tokens", default=False)
+    critic_updates_per_step: int = doc("K critic optimizer steps per policy step (TTUR)", default=2)
+    critic_warmup_steps: int = doc("critic-only steps before the policy moves", default=10)
+    freeze_attention: bool = doc("freeze the critic's attention modules during RL", default=True)
+    critic_lr: float = doc("critic learning rate", default=5e-6)
+
+    def __post_init__(self) -> None:
+        if self.aggregation not in AGGREGATION_MODES:
+            raise ValueError(
+                f"unknown aggregation {self.aggregation!r}; valid: {', '.join(AGGREGATION_MODES)}"
+            )
+        if not (0.0 < self.eps_low <= 1.0 and self.eps_high > 0.0):
+            raise ValueError(f"need 0 < eps_low <= 1 and eps_high > 0, got {self.eps_low}, {self.eps_high}")
+
+
+class SAO(Algorithm):
+    name = "sao"
+    summary = "single rollout + critic (TTUR, frozen attention, decoupled GAE) + DIS objective"
+    Config = Config
+    presets = {
+        "math": {"eps_low": 0.3, "eps_high": 5.0},
+        "coding": {"eps_low": 0.8, "eps_high": 3.0},
+        "single-critic-update": {"critic_updates_per_step": 1},  # ablation: K = 1
+        "full-parameter-critic": {"freeze_attention": False},  # ablation: attention trained
+    }
+    needs = frozenset({"values"})
+
+    @property
+    def critic(self) -> CriticSettings:
+        c = self.config
+        return CriticSettings(
+            updates_per_step=c.critic_updates_per_step,
+            warmup_steps=c.critic_warmup_steps,
+            freeze_attention=c.freeze_attention,
+            lr=c.critic_lr,
+        )
+
+    def advantages(self, traj: Trajectories) -> AdvantageResult:
+        c = self.config
+        mask_B_T = traj.action_mask_B_T  # [B, T]
+        values_B_T = require(traj.values_B_T, "critic values (values_B_T)", self.name)  # [B, T] obs. ignored
+        rewards_B_T = outcome_rewards_to_tokens(traj.rewards_B, mask_B_T)  # [B, T] r on last action token
+        _, returns_B_T = gae(rewards_B_T, values_B_T, mask_B_T, c.gamma, c.lambda_critic)  # [B, T]
+        lam_B_1 = length_adaptive_lambda(traj.action_lengths_B, c.alpha)[:, None]  # [B, 1]
+        adv_B_T, _ = gae(rewards_B_T, values_B_T, mask_B_T, c.gamma, lam_B_1)  # [B, T]
+        if c.normalize_advantages:
+            adv_B_T = masked_whiten(adv_B_T, mask_B_T)  # [B, T]
+        metrics = advantage_metrics(adv_B_T, mask_B_T)
+        metrics["adv/lambda_policy_mean"] = lam_B_1.mean().item()
+        return AdvantageResult(adv_B_T, returns_B_T, metrics)
+
+    def policy_loss(self, inp: PolicyLossInputs) -> LossOutput:
+        c = self.config
+        # agg_t[ -sg(f(r_t) * A_t) * log pi_theta(a_t|s_t) ],  r_t = pi_theta / pi_rollout
+        loss, metrics = dis_policy_loss(
+            inp.logp_B_T,
+            inp.rollout_logp_B_T,
+            inp.advantages_B_T,
+            inp.action_mask_B_T,
+            eps_low=c.eps_low,
+            eps_high=c.eps_high,
+            aggregation=c.aggregation,
+            detach_coefficient=c.detach_coefficient,
+            entropy_B_T=inp.entropy_B_T,
+        )  # [], dict
+        return LossOutput(loss, metrics)
+
+    def critic_loss(self, inp: CriticLossInputs) -> LossOutput:
+        mask_B_T = inp.action_mask_B_T  # [B, T]
+        values_B_T, returns_B_T = select_tokens(mask_B_T, inp.values_B_T, inp.returns_B_T)  # [B, T] each
+        loss = mse_value_loss(values_B_T, returns_B_T, mask_B_T)  # [] 0.5 * (V - R)^2
+        return LossOutput(loss, critic_metrics(loss, values_B_T, returns_B_T, mask_B_T))

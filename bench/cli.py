@@ -1,0 +1,141 @@
+"""The `bench` command line: `bench algos`, `bench tasks`, `bench run`, `bench pretrain`, `bench perf`.
+
+Each subcommand's handler imports what it needs lazily, so `bench --help` and `bench algos`
+start fast. A user mistake (unknown name, bad config value, missing file) ends with a
+one-line `bench: error: ...` and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from bench.errors import UsageError
+
+
+def _print_table(rows: list[dict], columns: list[str]) -> None:
+    """Print rows as an aligned plain-text table."""
+    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
+    print("  ".join(c.ljust(widths[c]) for c in columns))
+    print("  ".join("-" * widths[c] for c in columns))
+    for r in rows:
+        print("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in columns))
+
+
+def cmd_algos(args: argparse.Namespace) -> int:
+    """List every registered algorithm."""
+    from algorithms import registry
+
+    for module in args.plugin or []:
+        registry.load_plugin_module(module)
+    rows = [registry.describe(name) for name in registry.names()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        r["critic"] = "yes" if r["critic"] else "no"
+        r["presets"] = ",".join(r["presets"]) or "-"
+    _print_table(rows, ["name", "rollouts_per_prompt", "critic", "presets", "source", "summary"])
+    return 0
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    """List every registered task."""
+    from envs import registry
+
+    rows = registry.describe_tasks()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    _print_table(rows, ["name", "default_runtime", "summary"])
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Train one algorithm on one task (see `bench run --help`)."""
+    from bench.run import run_from_cli
+
+    return run_from_cli(args)
+
+
+def cmd_pretrain(args: argparse.Namespace) -> int:
+    """Build the tiny model's base checkpoint for a task."""
+    from bench.pretrain import pretrain_from_cli
+
+    return pretrain_from_cli(args)
+
+
+def _add_plugin_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--plugin",
+        action="append",
+        metavar="MODULE",
+        help="import MODULE (a dotted path on PYTHONPATH) and register the Algorithm classes it "
+        "defines; may be given several times",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `bench` command (every option documented)."""
+    parser = argparse.ArgumentParser(
+        prog="bench",
+        description="Experiment harness for RL of LLMs: compare SAO, GRPO, DAPO, PPO and plugins "
+        "under one asynchronous training loop.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("algos", help="list registered algorithms")
+    p.add_argument("--json", action="store_true", help="print the list as JSON instead of a table")
+    _add_plugin_option(p)
+    p.set_defaults(func=cmd_algos)
+
+    p = sub.add_parser("tasks", help="list registered tasks (environments)")
+    p.add_argument("--json", action="store_true", help="print the list as JSON instead of a table")
+    p.set_defaults(func=cmd_tasks)
+
+    from bench.run import add_run_arguments
+
+    p = sub.add_parser("run", help="train an algorithm on a task; writes a run directory")
+    add_run_arguments(p)
+    _add_plugin_option(p)
+    p.set_defaults(func=cmd_run)
+
+    from bench.pretrain import add_pretrain_arguments
+
+    p = sub.add_parser("pretrain", help="supervised warm-start of the tiny model on a task (base checkpoint)")
+    add_pretrain_arguments(p)
+    p.set_defaults(func=cmd_pretrain)
+
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `bench` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("bench: interrupted", file=sys.stderr)
+        return 130
+    except _user_error_types() as exc:
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _user_error_types() -> tuple[type[BaseException], ...]:
+    """The exception types that mean "the user asked for something invalid" (exit 2).
+
+    Leaf packages cannot import `bench`, so each defines its own ValueError subclass; they
+    are collected here. Any other exception is a bug and keeps its traceback.
+    """
+    from algorithms.registry import RegistryError
+    from bench.models import ModelLoadError
+    from envs.registry import UnknownTaskError
+
+    return (UsageError, RegistryError, UnknownTaskError, ModelLoadError)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

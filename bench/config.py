@@ -1,0 +1,199 @@
+"""Run configuration: one frozen dataclass, filled from defaults, a TOML file and `--set`.
+
+Precedence (lowest to highest): field defaults < `--config FILE.toml` < CLI flags < `--set`.
+Algorithm fields live under `algo.` (`--set algo.eps_high=4.0`, TOML table `[algo]`), task
+constructor arguments under `task.`. Every value is checked here, so a bad config fails
+before any model is loaded, with one line naming the field and the valid choices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.errors import UsageError
+
+MODES = ("async", "sync")
+ENGINES = ("torch", "vllm")
+STALE_POLICIES = ("drop", "requeue")
+
+
+def _help(text: str, **kwargs: Any) -> Any:
+    return field(metadata={"help": text}, **kwargs)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines a training run (written to the run dir as config.json)."""
+
+    algo: str = _help("algorithm name (see `bench algos`)", default="sao")
+    task: str = _help("task name (see `bench tasks`)", default="arith")
+    model: str = _help("'tiny' (embedded default), a local model directory, or a hub id", default="tiny")
+    steps: int = _help("policy optimizer steps to train for", default=60)
+    seed: int = _help("seed of everything (model init, sampling, problem draws)", default=0)
+    mode: str = _help("'async': rollouts overlap training; 'sync': no overlap, staleness 0", default="async")
+    engine: str = _help("rollout engine: 'torch' (CPU/GPU) or 'vllm' (GPU extra)", default="torch")
+    trajectories_per_step: int = _help(
+        "trajectories per policy step (prompts x rollouts per prompt); the paper uses 128 for every "
+        "algorithm (SAO 128x1, GRPO 16x8) so budgets match",
+        default=32,
+    )
+    max_staleness: int = _help("max policy versions between a token's sampling and its training", default=4)
+    stale_policy: str = _help("what to do with too-stale trajectories: 'drop' (counted) or 'requeue'", default="drop")
+    policy_lr: float | None = _help("policy learning rate (default: the model tier's; paper 1e-6)", default=None)
+    critic_lr: float | None = _help("critic learning rate (default: the model tier's; paper 5e-6)", default=None)
+    grad_clip: float = _help("max global grad norm for policy and critic", default=1.0)
+    minibatches: int = _help("optimizer steps per batch of trajectories (1 = one update per batch)", default=1)
+    temperature: float = _help("sampling temperature of rollouts", default=1.0)
+    top_p: float = _help("nucleus sampling threshold of rollouts", default=1.0)
+    max_new_tokens: int | None = _help("tokens per assistant turn (default: the task's)", default=None)
+    engine_slots: int = _help("concurrent sequences in the rollout engine (continuous batching)", default=64)
+    checkpoint_every: int = _help("save a checkpoint every N steps (0 = only at the end)", default=20)
+    nan_patience: int = _help("stop after this many consecutive non-finite losses (each is skipped)", default=3)
+    algo_preset: str | None = _help("named preset of the algorithm (e.g. sao: math, coding)", default=None)
+    algo_args: dict = _help("algorithm config overrides (`--set algo.FIELD=VALUE`)", default_factory=dict)
+    task_args: dict = _help("task constructor arguments (`--set task.ARG=VALUE`)", default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form (config.json)."""
+        return dataclasses.asdict(self)
+
+
+def _coerce(name: str, raw: Any, annotation: Any) -> Any:
+    """Convert a CLI/TOML value to the field's type, or raise a one-line UsageError."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if raw is None or (isinstance(raw, str) and raw.lower() in ("none", "null")):
+            return None
+        return _coerce(name, raw, options[0])
+    if annotation is bool:
+        if isinstance(raw, bool):
+            return raw
+        if str(raw).lower() in ("1", "true", "yes", "on"):
+            return True
+        if str(raw).lower() in ("0", "false", "no", "off"):
+            return False
+        raise UsageError(f"{name}: expected true or false, got {raw!r}")
+    if annotation in (int, float):
+        try:
+            value = annotation(raw)
+        except (TypeError, ValueError):
+            raise UsageError(f"{name}: expected {annotation.__name__}, got {raw!r}") from None
+        if annotation is int and isinstance(raw, float) and raw != int(raw):
+            raise UsageError(f"{name}: expected int, got {raw!r}")
+        return value
+    if annotation is str:
+        return str(raw)
+    return raw
+
+
+def _parse_value(text: str) -> Any:
+    """Parse a `--set` value with TOML rules where possible (numbers, bools), else a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def parse_set_options(items: list[str]) -> dict[str, Any]:
+    """Turn `["algo.eps_high=4", "steps=10"]` into a nested override dict."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--set expects KEY=VALUE, got {item!r}")
+        section, dot, sub = key.partition(".")
+        if dot and section in ("algo", "task"):
+            out.setdefault(f"{section}_args", {})[sub] = _parse_value(value)
+        elif dot:
+            raise UsageError(f"--set {key}: only 'algo.' and 'task.' keys are nested")
+        else:
+            out[key] = _parse_value(value)
+    return out
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    """Read a run config TOML file (`[algo]` and `[task]` tables become algo_args/task_args)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"--config: file not found: {path}")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"--config {path}: invalid TOML: {exc}") from None
+    for section in ("algo", "task"):
+        if isinstance(data.get(section), dict):
+            data[f"{section}_args"] = data.pop(section)
+    return data
+
+
+def build_config(*layers: dict[str, Any]) -> RunConfig:
+    """Merge override layers (later wins; algo_args/task_args merge key by key) and validate."""
+    fields = typing.get_type_hints(RunConfig)
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if key not in fields:
+                close = [n for n in fields if n.startswith(key[:3])]
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise UsageError(f"unknown config field {key!r}{hint}; valid fields: {', '.join(fields)}")
+            if key in ("algo_args", "task_args"):
+                merged.setdefault(key, {}).update(value)
+            elif value is not None:
+                merged[key] = _coerce(key, value, fields[key])
+    config = RunConfig(**merged)
+    validate(config)
+    return config
+
+
+def validate(config: RunConfig) -> None:
+    """Check values and names; raise UsageError naming the field and the valid choices."""
+    from algorithms import registry
+    from envs import registry as tasks
+
+    for name, value, choices in (
+        ("mode", config.mode, MODES),
+        ("engine", config.engine, ENGINES),
+        ("stale_policy", config.stale_policy, STALE_POLICIES),
+    ):
+        if value not in choices:
+            raise UsageError(f"{name}: invalid value {value!r}; valid choices: {', '.join(choices)}")
+    for name in ("steps", "trajectories_per_step", "minibatches", "engine_slots", "nan_patience"):
+        if getattr(config, name) < 1:
+            raise UsageError(f"{name}: must be >= 1, got {getattr(config, name)}")
+    if config.max_staleness < 0 or config.checkpoint_every < 0:
+        raise UsageError("max_staleness and checkpoint_every must be >= 0")
+    if not 0 < config.top_p <= 1 or config.temperature < 0:
+        raise UsageError("top_p must be in (0, 1] and temperature >= 0")
+    registry.get(config.algo)  # unknown names raise "did you mean"
+    tasks.get_task_class(config.task)
+    algo = make_algorithm(config)
+    if config.trajectories_per_step % algo.group_size:
+        raise UsageError(
+            f"trajectories_per_step={config.trajectories_per_step} is not a multiple of "
+            f"{config.algo}'s rollouts per prompt ({algo.group_size})"
+        )
+
+
+def make_algorithm(config: RunConfig):
+    """Instantiate the configured algorithm, checking its overrides against its Config."""
+    from algorithms import registry
+
+    cls = registry.get(config.algo)
+    valid = typing.get_type_hints(cls.Config)
+    overrides = {}
+    for key, value in config.algo_args.items():
+        if key not in valid:
+            raise UsageError(f"algo.{key}: unknown field of {config.algo}; valid fields: {', '.join(valid)}")
+        overrides[key] = _coerce(f"algo.{key}", value, valid[key])
+    try:
+        algo_config = cls.make_config(config.algo_preset, **overrides)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{config.algo} config: {exc}") from None
+    return cls(algo_config)

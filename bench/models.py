@@ -1,0 +1,332 @@
+"""The model layer: the embedded tiny model, loading, packing, per-token log-probs, the critic.
+
+Shape suffixes: `_B` one row per sequence, `_L` one column per position of the packed
+sequence (prompt + response), `_T` one column per response token, `_V` vocabulary.
+
+Packed layout (`pack`): prompts are LEFT-padded to the longest prompt P and responses
+RIGHT-padded to the longest response T, so every row's prompt ends at column P-1 and its
+response starts at column P. Then the logits at columns P-1 .. P+T-2 predict the T response
+tokens for every row at once (`response_logprobs`) and the critic reads its values from the
+same columns (`ValueModel.forward_values`).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import os
+import threading
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import transformers
+from torch import nn
+from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+from bench.tokenizer import build_tiny_tokenizer
+
+# transformers renamed `torch_dtype` to `dtype` in 4.56; the gpu extra may pin an older one.
+_DTYPE_KW = "dtype" if tuple(int(x) for x in transformers.__version__.split(".")[:2]) >= (4, 56) else "torch_dtype"
+_HUB_PROBE_SECONDS = 2.0
+
+
+class ModelLoadError(ValueError):
+    """A model spec that cannot be loaded (missing directory, hub unreachable, bad files)."""
+
+
+# ---- the embedded tiny model ---------------------------------------------------------------
+def tiny_config(vocab_size: int) -> LlamaConfig:
+    """The embedded default model: a ~1M-parameter Llama (GQA, RoPE, tied embeddings)."""
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=384,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        **{_DTYPE_KW: "float32"},
+    )  # rope: the default (theta 10000, no scaling)
+
+
+def new_tiny_model(seed: int) -> tuple[LlamaForCausalLM, transformers.PreTrainedTokenizerFast]:
+    """A randomly initialised tiny model and its tokenizer; same seed -> same weights.
+
+    The global RNG state is restored afterwards, so building a model does not shift the
+    random stream of the caller.
+    """
+    tokenizer = build_tiny_tokenizer()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(tiny_config(len(tokenizer)))
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.bos_token_id = tokenizer.bos_token_id
+    return model, tokenizer
+
+
+# ---- loading --------------------------------------------------------------------------------
+def load_model_and_tokenizer(spec: str, dtype: torch.dtype = torch.float32):
+    """(causal LM in eval mode, tokenizer) from a local directory or a hub model id.
+
+    A hub id is tried from the local HF cache when the hub is offline (`HF_HUB_OFFLINE=1`) or
+    unreachable (a 2-second probe, so the failure is fast rather than a retry loop), and
+    otherwise raises `ModelLoadError`. A missing pad token is set to the eos token, because
+    `pack` and the engines need one.
+    """
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return _load(str(path), dtype, local_files_only=True)
+    if spec.startswith(("/", "./", "../", "~")) or spec.count("/") > 1:
+        raise ModelLoadError(f"model directory not found: {spec}")
+    if _hub_offline() or not _hub_reachable():
+        try:  # the hub cache may already hold it
+            return _load(spec, dtype, local_files_only=True)
+        except ModelLoadError:
+            raise ModelLoadError(
+                f"cannot load model '{spec}': the Hugging Face hub is offline or unreachable and the model "
+                "is not in the local cache; pass a local directory path (transformers format) instead"
+            ) from None
+    return _load(spec, dtype, local_files_only=False)
+
+
+def _load(source: str, dtype: torch.dtype, local_files_only: bool):
+    try:
+        model = AutoModelForCausalLM.from_pretrained(source, local_files_only=local_files_only, **{_DTYPE_KW: dtype})
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_files_only)
+    except (OSError, ValueError) as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelLoadError(f"cannot load model '{source}': {first_line} (a local directory path is also accepted)") from exc
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model.eval(), tokenizer
+
+
+def _hub_offline() -> bool:
+    flags = (os.environ.get(k, "") for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    if any(f.strip().lower() in {"1", "true", "yes", "on"} for f in flags):
+        return True
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def _hub_reachable() -> bool:
+    """One HEAD request to the hub endpoint, in a thread so a hanging DNS lookup cannot stall us."""
+    from huggingface_hub import constants
+
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            urllib.request.urlopen(urllib.request.Request(constants.ENDPOINT, method="HEAD"), timeout=_HUB_PROBE_SECONDS)
+            result.append(True)
+        except Exception:
+            result.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(_HUB_PROBE_SECONDS + 0.5)
+    return bool(result and result[0])
+
+
+# ---- packing and per-token log-probs ---------------------------------------------------------
+@dataclass
+class PackedBatch:
+    """Prompts left-padded to `prompt_len` (P), responses right-padded to `response_len` (T)."""
+
+    input_ids_B_L: torch.Tensor  # [B, P+T] long
+    attention_mask_B_L: torch.Tensor  # [B, P+T] long, 1 = real token
+    position_ids_B_L: torch.Tensor  # [B, P+T] long, cumsum(mask)-1 clamped at 0
+    response_mask_B_T: torch.Tensor  # [B, T] float32, 1 = real response token
+    prompt_len: int
+    response_len: int
+
+    def to(self, device: torch.device | str) -> PackedBatch:
+        """The same batch on `device`."""
+        return PackedBatch(
+            self.input_ids_B_L.to(device), self.attention_mask_B_L.to(device), self.position_ids_B_L.to(device),
+            self.response_mask_B_T.to(device), self.prompt_len, self.response_len,
+        )
+
+
+def pack(prompts: list[list[int]], responses: list[list[int]], pad_id: int) -> PackedBatch:
+    """Pack (prompt, response) token lists into one left/right-padded batch (module docstring)."""
+    if len(prompts) != len(responses):
+        raise ValueError(f"pack: {len(prompts)} prompts but {len(responses)} responses")
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("pack: every prompt needs at least one token (the bos token)")
+    B = len(prompts)
+    P = max((len(p) for p in prompts), default=0)
+    T = max((len(r) for r in responses), default=0)
+    input_ids_B_L = torch.full((B, P + T), pad_id, dtype=torch.long)
+    attention_mask_B_L = torch.zeros((B, P + T), dtype=torch.long)
+    response_mask_B_T = torch.zeros((B, T), dtype=torch.float32)
+    for b, (prompt, response) in enumerate(zip(prompts, responses)):
+        start, end = P - len(prompt), P + len(response)
+        input_ids_B_L[b, start:P] = torch.tensor(prompt, dtype=torch.long)
+        input_ids_B_L[b, P:end] = torch.tensor(response, dtype=torch.long)
+        attention_mask_B_L[b, start:end] = 1
+        response_mask_B_T[b, : len(response)] = 1.0
+    # positions count real tokens only, so a left-padded prompt starts at position 0
+    position_ids_B_L = (attention_mask_B_L.cumsum(-1) - 1).clamp(min=0)
+    return PackedBatch(input_ids_B_L, attention_mask_B_L, position_ids_B_L, response_mask_B_T, P, T)
+
+
+def _accepts_logits_to_keep(model: nn.Module) -> bool:
+    inner = getattr(model, "module", model)  # DDP and similar wrappers keep the model in .module
+    try:
+        return "logits_to_keep" in inspect.signature(inner.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def response_logprobs(
+    model: nn.Module, batch: PackedBatch, temperature: float = 1.0, with_entropy: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs (and optionally entropies) of the response tokens under `model`.
+
+    One forward over the packed batch; the logits at columns P-1 .. P+T-2 are the next-token
+    distributions of the T response tokens. Only that window reaches the float32 softmax
+    (`logits_to_keep` where the model supports it), so no [B, P+T, V] float32 tensor is built.
+    Returns `(logp_B_T, entropy_B_T or None)`, zero on padding; differentiable.
+    """
+    device = next(model.parameters()).device
+    batch = batch.to(device)
+    P, T = batch.prompt_len, batch.response_len
+    B = batch.input_ids_B_L.shape[0]
+    if T == 0:
+        empty_B_T = torch.zeros((B, 0), device=device)
+        return empty_B_T, (empty_B_T if with_entropy else None)
+    kwargs = {"logits_to_keep": T + 1} if _accepts_logits_to_keep(model) else {}
+    out = model(
+        input_ids=batch.input_ids_B_L,
+        attention_mask=batch.attention_mask_B_L,
+        position_ids=batch.position_ids_B_L,
+        use_cache=False,
+        **kwargs,
+    )
+    logits = out.logits  # [B, T+1, V] with logits_to_keep, else [B, P+T, V]
+    logits_B_T_V = logits[:, -(T + 1) : -1] if kwargs else logits[:, P - 1 : P + T - 1]
+    scaled_B_T_V = logits_B_T_V.float() / temperature
+    lse_B_T = torch.logsumexp(scaled_B_T_V, dim=-1)
+    targets_B_T = batch.input_ids_B_L[:, P:]
+    logp_B_T = scaled_B_T_V.gather(-1, targets_B_T.unsqueeze(-1)).squeeze(-1) - lse_B_T
+    mask_B_T = batch.response_mask_B_T > 0
+    zero = torch.zeros((), device=device)
+    # torch.where, not multiplication: padding columns may hold non-finite garbage
+    logp_B_T = torch.where(mask_B_T, logp_B_T, zero)
+    entropy_B_T = None
+    if with_entropy:
+        probs_B_T_V = torch.softmax(scaled_B_T_V, dim=-1)
+        entropy_B_T = lse_B_T - (probs_B_T_V * scaled_B_T_V).sum(-1)  # H = logZ - E_p[z]
+        entropy_B_T = torch.where(mask_B_T, entropy_B_T, zero)
+    return logp_B_T, entropy_B_T
+
+
+# ---- the critic ------------------------------------------------------------------------------
+def _backbone_of(policy: nn.Module) -> nn.Module:
+    """The transformer without the LM head: `.model` (Llama-like), else base_model / get_decoder()."""
+    inner = getattr(policy, "model", None)
+    if isinstance(inner, nn.Module):
+        return inner
+    base = getattr(policy, "base_model", None)
+    if isinstance(base, nn.Module) and base is not policy:
+        return base
+    if hasattr(policy, "get_decoder"):
+        return policy.get_decoder()
+    raise TypeError(f"cannot find the transformer backbone of {type(policy).__name__}")
+
+
+class ValueModel(nn.Module):
+    """The critic: a copy of the policy's backbone plus a scalar value head.
+
+    `value_head` is zero-initialised (weight and bias), so every value is exactly 0 before the
+    first critic update: the first advantages are then plain returns instead of returns minus
+    noise from a random head, and the critic starts from a known baseline.
+    """
+
+    def __init__(self, backbone: nn.Module, hidden_size: int) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.value_head = nn.Linear(hidden_size, 1)
+        nn.init.zeros_(self.value_head.weight)
+        nn.init.zeros_(self.value_head.bias)
+
+    @classmethod
+    def from_policy(cls, policy: nn.Module) -> ValueModel:
+        """A critic whose backbone is a deep copy of the policy's (the policy is untouched)."""
+        backbone = copy.deepcopy(_backbone_of(policy))
+        value_model = cls(backbone, int(policy.config.hidden_size))
+        dtype = next(backbone.parameters()).dtype
+        return value_model.to(device=next(backbone.parameters()).device, dtype=dtype)
+
+    def forward(self, batch: PackedBatch) -> torch.Tensor:
+        """Same as `forward_values` (so wrappers such as DDP can call the module)."""
+        return self.forward_values(batch)
+
+    def forward_values(self, batch: PackedBatch) -> torch.Tensor:
+        """values_B_T: column t is read at position P-1+t, the state before response token t.
+
+        This is the same alignment as `response_logprobs`: V(s_t) is computed from the
+        context that token t is sampled from. Zero on padding.
+        """
+        device = self.value_head.weight.device
+        batch = batch.to(device)
+        P, T = batch.prompt_len, batch.response_len
+        out = self.backbone(
+            input_ids=batch.input_ids_B_L,
+            attention_mask=batch.attention_mask_B_L,
+            position_ids=batch.position_ids_B_L,
+            use_cache=False,
+        )
+        hidden_B_T_H = out.last_hidden_state[:, P - 1 : P - 1 + T]  # [B, T, hidden]
+        values_B_T = self.value_head(hidden_B_T_H.to(self.value_head.weight.dtype)).squeeze(-1).float()
+        return torch.where(batch.response_mask_B_T > 0, values_B_T, torch.zeros((), device=device))
+
+    def save_pretrained(self, directory: str | os.PathLike) -> None:
+        """Backbone in transformers format plus `value_head.safetensors`."""
+        from safetensors.torch import save_file
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.backbone.save_pretrained(directory)
+        head = {k: v.detach().cpu().contiguous() for k, v in self.value_head.state_dict().items()}
+        save_file(head, str(directory / "value_head.safetensors"))
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike) -> ValueModel:
+        """The inverse of `save_pretrained` (on CPU, in the saved dtype)."""
+        from safetensors.torch import load_file
+
+        directory = Path(directory)
+        backbone = AutoModel.from_pretrained(directory, local_files_only=True, **{_DTYPE_KW: "auto"})
+        value_model = cls(backbone, int(backbone.config.hidden_size))
+        head = load_file(str(directory / "value_head.safetensors"))
+        value_model.value_head.to(head["weight"].dtype).load_state_dict(head)
+        return value_model
+
+
+def freeze_attention(model: nn.Module) -> int:
+    """Freeze every parameter inside an attention module; return how many scalars were frozen.
+
+    An attention module is one whose attribute name is `self_attn`/`attn`/`attention`/
+    `self_attention` or whose class name contains "Attention". Names are matched per module,
+    not as substrings of parameter names, so e.g. `post_attention_layernorm` stays trainable.
+    Used for SAO's frozen-attention critic.
+    """
+    names = {"self_attn", "attn", "attention", "self_attention"}
+    frozen: dict[int, nn.Parameter] = {}
+    for name, module in model.named_modules():
+        if name.rsplit(".", 1)[-1] in names or "Attention" in type(module).__name__:
+            for param in module.parameters():
+                frozen[id(param)] = param
+    for param in frozen.values():
+        param.requires_grad_(False)
+    return sum(p.numel() for p in frozen.values())

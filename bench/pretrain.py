@@ -1,0 +1,149 @@
+"""`bench pretrain`: the supervised warm-start that makes the tiny model's base checkpoint.
+
+The tiny model starts from random weights, so RL alone would never see a reward. Each task
+supplies demonstrations (for `arith`, deliberately noisy ones, so the cloned model is right
+only part of the time and RL has headroom). The checkpoint is cached per (task, task args,
+seed, recipe version) in the user cache dir and made automatically on the first `bench run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import random
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+RECIPE_VERSION = 1  # bump when the recipe (model shape, data, optimiser) changes
+
+
+def cache_root() -> Path:
+    """Where base checkpoints live (BENCH_CACHE_DIR overrides the user cache dir)."""
+    if os.environ.get("BENCH_CACHE_DIR"):
+        return Path(os.environ["BENCH_CACHE_DIR"])
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("rl-bench"))
+
+
+def base_checkpoint_path(task: str, task_args: dict[str, Any] | None = None, seed: int = 0) -> Path:
+    """The cache path of a task's tiny base checkpoint."""
+    key = json.dumps({"task": task, "args": task_args or {}, "seed": seed, "v": RECIPE_VERSION}, sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:10]
+    return cache_root() / "tiny" / f"{task}-v{RECIPE_VERSION}-s{seed}-{digest}"
+
+
+def ensure_base_checkpoint(task: str, task_args: dict[str, Any] | None = None, seed: int = 0) -> Path:
+    """The base checkpoint for `task`, pretraining it first if it is not cached yet."""
+    path = base_checkpoint_path(task, task_args, seed)
+    if (path / "config.json").exists():
+        return path
+    print(f"bench: no tiny base checkpoint for task {task!r} yet; pretraining it (one-off, cached in {path})")
+    pretrain(task, task_args or {}, seed=seed, out=path)
+    return path
+
+
+def pretrain(
+    task_name: str,
+    task_args: dict[str, Any],
+    seed: int = 0,
+    out: Path | None = None,
+    steps: int = 1500,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    n_examples: int = 40000,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Train a fresh tiny model on the task's demonstrations; save it to `out` atomically."""
+    from bench.chat import render_demonstration
+    from bench.models import new_tiny_model
+    from bench.seeding import seed_everything
+    from envs.registry import get_task
+
+    seed_everything(seed)
+    task = get_task(task_name, **task_args)
+    model, tokenizer = new_tiny_model(seed)
+    rng = random.Random(seed)
+    examples = [render_demonstration(tokenizer, m, c) for m, c in task.demonstrations(rng, n_examples)]
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 100) * 0.5 * (1 + math.cos(math.pi * s / steps)))
+    model.train()
+    start, losses = time.perf_counter(), []
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=steps, desc=f"pretrain {task_name}", unit="step", dynamic_ncols=True)
+    for _ in range(steps):
+        batch = [examples[rng.randrange(len(examples))] for _ in range(batch_size)]
+        loss = _lm_loss(model, batch, tokenizer.pad_token_id)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+        if bar is not None:
+            bar.set_postfix(loss=f"{sum(losses[-50:]) / len(losses[-50:]):.3f}", refresh=False)
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    info = {"task": task_name, "task_args": task_args, "seed": seed, "steps": steps, "batch_size": batch_size,
+            "lr": lr, "final_loss": sum(losses[-50:]) / max(len(losses[-50:]), 1),
+            "seconds": time.perf_counter() - start, "recipe_version": RECIPE_VERSION}
+    if out is not None:
+        tmp = Path(str(out) + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "pretrain.json").write_text(json.dumps(info, indent=2))
+        shutil.rmtree(out, ignore_errors=True)
+        os.replace(tmp, out)
+    return info
+
+
+def _lm_loss(model: torch.nn.Module, batch: list[tuple[list[int], list[int]]], pad_id: int) -> torch.Tensor:
+    """Next-token loss on completion tokens only (prompt tokens are context)."""
+    seqs = [p + c for p, c in batch]
+    L = max(len(s) for s in seqs)
+    ids_B_L = torch.full((len(seqs), L), pad_id, dtype=torch.long)
+    labels_B_L = torch.full((len(seqs), L), -100, dtype=torch.long)
+    for i, (p, c) in enumerate(batch):
+        ids_B_L[i, : len(p) + len(c)] = torch.tensor(p + c)
+        labels_B_L[i, len(p) : len(p) + len(c)] = torch.tensor(c)
+    mask_B_L = (labels_B_L != -100) | (torch.arange(L)[None, :] < torch.tensor([len(p) for p, _ in batch])[:, None])
+    logits = model(input_ids=ids_B_L, attention_mask=mask_B_L.long()).logits[:, :-1]  # [B, L-1, V]
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels_B_L[:, 1:].reshape(-1))
+
+
+def add_pretrain_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of `bench pretrain`."""
+    p.add_argument("--task", default="arith", help="task whose demonstrations to clone (default: arith)")
+    p.add_argument("--seed", type=int, default=0, help="seed of model init and data order (default: 0)")
+    p.add_argument("--steps", type=int, default=1500, help="optimizer steps (default: 1500, ~2 min on 2 cores)")
+    p.add_argument("--out", default=None, help="write the checkpoint here instead of the cache")
+    p.add_argument("--force", action="store_true", help="rebuild even if the cached checkpoint exists")
+
+
+def pretrain_from_cli(args: argparse.Namespace) -> int:
+    """Handler of `bench pretrain`."""
+    from bench.errors import UsageError
+    from envs.registry import get_task_class
+
+    get_task_class(args.task)
+    if args.steps < 1:
+        raise UsageError(f"--steps must be >= 1, got {args.steps}")
+    out = Path(args.out) if args.out else base_checkpoint_path(args.task, {}, args.seed)
+    if (out / "config.json").exists() and not args.force:
+        print(f"base checkpoint already exists: {out} (use --force to rebuild)")
+        return 0
+    info = pretrain(args.task, {}, seed=args.seed, out=out, steps=args.steps)
+    print(json.dumps({**info, "path": str(out)}, indent=2))
+    return 0

@@ -1,0 +1,235 @@
+"""The learner: turns a batch of trajectories into optimizer steps for the policy and critic.
+
+It supplies each plugin exactly the optional inputs it declares (`Algorithm.needs`) and never
+looks at the algorithm's name. accelerate wraps models and optimizers, so the same code runs
+single-process (default) or data-parallel under `accelerate launch`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from algorithms.base import Algorithm, CriticLossInputs, PolicyLossInputs, Trajectories
+from bench.models import PackedBatch, ValueModel, freeze_attention, pack, response_logprobs
+from bench.rollout import Trajectory
+
+
+class TrainingDiverged(RuntimeError):
+    """Raised after `nan_patience` consecutive non-finite losses."""
+
+
+@dataclass
+class LearnerBatch:
+    """Tensors of one batch of trajectories, in the learner's layout."""
+
+    packed: PackedBatch
+    action_mask_B_T: torch.Tensor  # [B, T] float
+    rollout_logp_B_T: torch.Tensor  # [B, T]
+    versions_B_T: torch.Tensor  # [B, T] long, -1 on observations and padding
+    traj: Trajectories
+
+
+def _pad(rows: list[list[float]], length: int, value: float, dtype: torch.dtype) -> torch.Tensor:
+    return torch.tensor([r + [value] * (length - len(r)) for r in rows], dtype=dtype)
+
+
+def build_batch(trajectories: list[Trajectory], pad_id: int, max_response_tokens: int) -> LearnerBatch:
+    """Pack trajectories (groups contiguous, in order) into learner tensors."""
+    packed = pack([t.prompt_ids for t in trajectories], [t.response_ids for t in trajectories], pad_id)
+    T = packed.response_len
+    action_mask_B_T = _pad([list(map(float, t.action_mask)) for t in trajectories], T, 0.0, torch.float32)
+    group_ids = sorted({t.group_id for t in trajectories}, key=[t.group_id for t in trajectories].index)
+    traj = Trajectories(
+        rewards_B=torch.tensor([t.reward for t in trajectories], dtype=torch.float32),
+        action_mask_B_T=action_mask_B_T,
+        response_mask_B_T=packed.response_mask_B_T.float(),
+        group_index_B=torch.tensor([group_ids.index(t.group_id) for t in trajectories]),
+        prompt_keys=[t.prompt_key for t in trajectories],
+        max_response_tokens=max_response_tokens,
+        truncated_B=torch.tensor([t.truncated for t in trajectories]),
+    )
+    return LearnerBatch(
+        packed=packed,
+        action_mask_B_T=action_mask_B_T,
+        rollout_logp_B_T=_pad([t.rollout_logp for t in trajectories], T, 0.0, torch.float32),
+        versions_B_T=_pad([t.versions for t in trajectories], T, -1, torch.long),
+        traj=traj,
+    )
+
+
+def _slice_packed(p: PackedBatch, idx: torch.Tensor) -> PackedBatch:
+    return PackedBatch(
+        input_ids_B_L=p.input_ids_B_L[idx],
+        attention_mask_B_L=p.attention_mask_B_L[idx],
+        position_ids_B_L=p.position_ids_B_L[idx],
+        response_mask_B_T=p.response_mask_B_T[idx],
+        prompt_len=p.prompt_len,
+        response_len=p.response_len,
+    )
+
+
+class Learner:
+    """Policy (and critic) optimisation for one algorithm."""
+
+    def __init__(
+        self,
+        algo: Algorithm,
+        policy: torch.nn.Module,
+        policy_lr: float,
+        critic_lr: float,
+        grad_clip: float,
+        minibatches: int,
+        temperature: float,
+        nan_patience: int,
+        accelerator: Any | None = None,
+    ) -> None:
+        from accelerate import Accelerator
+
+        self.algo, self.grad_clip, self.minibatches = algo, grad_clip, minibatches
+        self.temperature, self.nan_patience = temperature, nan_patience
+        self.accelerator = accelerator or Accelerator(cpu=not torch.cuda.is_available())
+        self.ref = None
+        if "ref_logp" in algo.needs:  # a frozen copy of the initial policy
+            self.ref = copy.deepcopy(policy).eval().requires_grad_(False)
+        opt = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=policy_lr, weight_decay=0.0)
+        self.policy, self.policy_opt = self.accelerator.prepare(policy, opt)
+        self.critic = self.critic_opt = None
+        self.frozen_critic_params = 0
+        if algo.critic is not None:
+            critic = ValueModel.from_policy(self.unwrapped_policy)
+            if algo.critic.freeze_attention:
+                self.frozen_critic_params = freeze_attention(critic)
+            c_opt = torch.optim.AdamW([p for p in critic.parameters() if p.requires_grad], lr=critic_lr, weight_decay=0.0)
+            self.critic, self.critic_opt = self.accelerator.prepare(critic, c_opt)
+        self.step = 0  # learner steps taken (critic-only warmup steps included)
+        self.version = 0  # policy version: number of policy optimizer updates
+        self.nonfinite_in_a_row = 0
+        self.nonfinite_total = 0
+
+    @property
+    def unwrapped_policy(self) -> torch.nn.Module:
+        """The policy without accelerate's wrappers (for saving and weight pushes)."""
+        return self.accelerator.unwrap_model(self.policy)
+
+    @property
+    def unwrapped_critic(self) -> ValueModel | None:
+        """The critic without wrappers, or None."""
+        return None if self.critic is None else self.accelerator.unwrap_model(self.critic)
+
+    def _no_grad_logp(self, model: torch.nn.Module, packed: PackedBatch) -> torch.Tensor:
+        with torch.no_grad():
+            return response_logprobs(model, packed, temperature=self.temperature)[0]
+
+    def train_step(self, batch: LearnerBatch) -> dict[str, float]:
+        """One learner step on a batch: advantages, K critic updates, one policy update."""
+        algo, traj, packed = self.algo, batch.traj, batch.packed
+        metrics: dict[str, float] = {}
+        old_values_B_T = None
+        if "values" in algo.needs or algo.critic is not None:
+            with torch.no_grad():
+                old_values_B_T = self.critic(packed) * batch.action_mask_B_T  # [B, T]
+            traj.values_B_T = old_values_B_T
+        adv = algo.advantages(traj)
+        metrics.update(adv.metrics)
+        if algo.critic is not None:
+            metrics.update(self._critic_updates(batch, old_values_B_T, adv.returns_B_T))
+        warmup = algo.critic is not None and self.step < algo.critic.warmup_steps
+        if not warmup:
+            metrics.update(self._policy_update(batch, adv.advantages_B_T))
+        metrics["policy/warmup"] = float(warmup)
+        self.step += 1
+        return metrics
+
+    def _critic_updates(self, batch: LearnerBatch, old_values_B_T, returns_B_T) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for _ in range(self.algo.critic.updates_per_step):
+            values_B_T = self.critic(batch.packed)  # [B, T]
+            res = self.algo.critic_loss(
+                CriticLossInputs(values_B_T, old_values_B_T, returns_B_T, batch.action_mask_B_T)
+            )
+            grad_norm = self._optimize(res.loss, self.critic, self.critic_opt)
+            if grad_norm is not None:
+                out = {**res.metrics, "value/grad_norm": grad_norm}
+        return out
+
+    def _policy_update(self, batch: LearnerBatch, advantages_B_T: torch.Tensor) -> dict[str, float]:
+        needs, packed = self.algo.needs, batch.packed
+        old_logp = self._no_grad_logp(self.policy, packed) if "old_logp" in needs else None
+        ref_logp = self._no_grad_logp(self.ref, packed) if self.ref is not None else None
+        B = packed.input_ids_B_L.shape[0]
+        order = torch.arange(B)
+        sums: dict[str, float] = {}
+        updated = False
+        for chunk in torch.chunk(order, min(self.minibatches, B)):
+            mb = _slice_packed(packed, chunk)
+            logp_B_T, entropy_B_T = response_logprobs(self.policy, mb, temperature=self.temperature, with_entropy=True)
+            res = self.algo.policy_loss(
+                PolicyLossInputs(
+                    logp_B_T=logp_B_T,
+                    rollout_logp_B_T=batch.rollout_logp_B_T[chunk],
+                    advantages_B_T=advantages_B_T[chunk],
+                    action_mask_B_T=batch.action_mask_B_T[chunk],
+                    old_logp_B_T=None if old_logp is None else old_logp[chunk],
+                    ref_logp_B_T=None if ref_logp is None else ref_logp[chunk],
+                    entropy_B_T=entropy_B_T.detach(),
+                    max_response_tokens=batch.traj.max_response_tokens,
+                )
+            )
+            grad_norm = self._optimize(res.loss, self.policy, self.policy_opt)
+            if grad_norm is not None:
+                updated = True
+                for k, v in {**res.metrics, "policy/grad_norm": grad_norm}.items():
+                    sums[k] = sums.get(k, 0.0) + v / len(torch.chunk(order, min(self.minibatches, B)))
+        if updated:
+            self.version += 1
+        return sums
+
+    def _optimize(self, loss: torch.Tensor, model, optimizer) -> float | None:
+        """Backward, clip, step; skip (and count) a non-finite loss or gradient."""
+        optimizer.zero_grad(set_to_none=True)
+        if not torch.isfinite(loss):
+            return self._nonfinite()
+        self.accelerator.backward(loss)
+        grad_norm = float(self.accelerator.clip_grad_norm_(model.parameters(), self.grad_clip))
+        if not math.isfinite(grad_norm):
+            optimizer.zero_grad(set_to_none=True)
+            return self._nonfinite()
+        optimizer.step()
+        self.nonfinite_in_a_row = 0
+        return grad_norm
+
+    def _nonfinite(self) -> None:
+        self.nonfinite_in_a_row += 1
+        self.nonfinite_total += 1
+        if self.nonfinite_in_a_row >= self.nan_patience:
+            raise TrainingDiverged(
+                f"{self.nonfinite_in_a_row} consecutive non-finite losses/gradients at step {self.step}; "
+                "stopping (lower the learning rate or check the reward scale)"
+            )
+        return None
+
+    # ---- checkpoints ----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Optimizer states and counters (model weights are saved with save_pretrained)."""
+        return {
+            "policy_opt": self.policy_opt.state_dict(),
+            "critic_opt": None if self.critic_opt is None else self.critic_opt.state_dict(),
+            "step": self.step,
+            "version": self.version,
+            "nonfinite_total": self.nonfinite_total,
+            "algorithm": self.algo.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned."""
+        self.policy_opt.load_state_dict(state["policy_opt"])
+        if self.critic_opt is not None and state.get("critic_opt") is not None:
+            self.critic_opt.load_state_dict(state["critic_opt"])
+        self.step, self.version = state["step"], state["version"]
+        self.nonfinite_total = state.get("nonfinite_total", 0)
+        self.algo.load_state_dict(state.get("algorithm", {}))

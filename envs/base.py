@@ -1,0 +1,141 @@
+"""The environment protocol: asynchronous, multi-turn episodes (`Env`) and task sources (`Task`).
+
+A `Task` is a distribution of problems plus the rules of one episode; the training loop
+draws problems with `Task.sample_problem`, evaluates on `Task.eval_problems`, and runs each
+episode through the `Env` that `Task.make_env` returns:
+
+    env = task.make_env(problem)
+    messages = await env.reset()                 # initial chat messages
+    while True:
+        action = <one assistant turn generated from messages>
+        result = await env.step(action)          # reward, done, observation
+        messages += [{"role": "assistant", "content": action}]
+        if result.done:
+            break
+        messages += [{"role": "user" or "tool", "content": result.observation}]
+
+Rewards are per step; for single-turn tasks the one step carries the whole reward. Envs are
+async so that tool calls, sandboxes and tests can run concurrently across episodes.
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from envs.math.graders import GradeResult
+
+Message = dict[str, str]
+"""One chat message: {"role": "system"|"user"|"assistant"|"tool", "content": str}."""
+
+Grader = Callable[[str, str], GradeResult]
+"""A grader: (completion text, reference answer) -> GradeResult (see `envs.math.graders`)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem: a stable `key`, the user-facing `prompt`, the reference `answer` (string)."""
+
+    key: str
+    prompt: str
+    answer: str
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass
+class StepResult:
+    """What one `Env.step` returns.
+
+    `observation` is environment text to append to the context (None when `done`);
+    `info` carries diagnostics such as {"correct": bool, "extracted": "42", "method": ...}.
+    """
+
+    observation: str | None
+    reward: float
+    done: bool
+    info: dict = field(default_factory=dict)
+
+
+class Env(ABC):
+    """One episode of a task: `reset` once, then `step` with each assistant turn until done."""
+
+    @abstractmethod
+    async def reset(self) -> list[Message]:
+        """Start the episode; return the initial messages (system and/or user)."""
+
+    @abstractmethod
+    async def step(self, action: str) -> StepResult:
+        """Apply the model's action text (one assistant turn) and return the result."""
+
+
+class SingleTurnEnv(Env):
+    """A one-step episode: the prompt as a user message, the answer graded by `grader`.
+
+    The reward is 1.0 when the grader says correct, else 0.0; `info` holds `correct`,
+    `extracted` and the grader's `method`. Stepping a finished episode is an error.
+    """
+
+    def __init__(self, problem: Problem, grader: Grader, system_prompt: str | None = None):
+        """Wrap `problem`; `system_prompt`, when given, is prepended as a system message."""
+        self.problem = problem
+        self.grader = grader
+        self.system_prompt = system_prompt
+        self.done = False
+
+    async def reset(self) -> list[Message]:
+        """Return `[system?, {"role": "user", "content": problem.prompt}]`."""
+        self.done = False
+        messages: list[Message] = []
+        if self.system_prompt is not None:
+            messages.append({"role": "system", "content": self.system_prompt})
+        messages.append({"role": "user", "content": self.problem.prompt})
+        return messages
+
+    async def step(self, action: str) -> StepResult:
+        """Grade `action` against the reference answer; the episode ends here."""
+        if self.done:
+            raise RuntimeError(f"episode for problem {self.problem.key!r} is already done")
+        self.done = True
+        grade = self.grader(action, self.problem.answer)
+        info = {"correct": grade.correct, "extracted": grade.extracted, "method": grade.method}
+        return StepResult(observation=None, reward=1.0 if grade.correct else 0.0, done=True, info=info)
+
+
+class Task(ABC):
+    """A source of problems and the episode rules for them.
+
+    Class attributes: `name` (registry key), `summary` (one line), `default_runtime`
+    ("local", "docker", or "none" for pure-text tasks), `max_new_tokens` (per assistant
+    turn), `max_turns`, and `stop` (stop strings for the rollout engine; empty means the
+    end-of-sequence token ends a turn).
+    """
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    default_runtime: ClassVar[str] = "none"
+    max_new_tokens: ClassVar[int]
+    max_turns: ClassVar[int] = 1
+    stop: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def sample_problem(self, rng: random.Random) -> Problem:
+        """Draw one problem from the training distribution using `rng` only."""
+
+    @abstractmethod
+    def eval_problems(self, n: int, seed: int = 0) -> list[Problem]:
+        """A fixed held-out set: deterministic for (n, seed), drawn from a seed stream
+        separate from training draws."""
+
+    @abstractmethod
+    def make_env(self, problem: Problem) -> Env:
+        """A fresh episode for `problem`."""
+
+    def demonstrations(self, rng: random.Random, n: int) -> list[tuple[list[Message], str]]:
+        """`n` (initial messages, assistant completion) pairs for supervised warm-start.
+
+        Tasks without demonstrations raise NotImplementedError (the default).
+        """
+        raise NotImplementedError(f"task {self.name!r} has no demonstrations")

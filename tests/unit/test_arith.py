@@ -1,0 +1,157 @@
+"""The `arith` task: problems, demonstrations, length distribution, env episodes, registry."""
+
+import asyncio
+import random
+import re
+from collections import Counter
+
+import pytest
+
+from envs.arith import ArithTask, evaluate, worked_solution
+from envs.base import Problem, SingleTurnEnv, StepResult
+from envs.math.graders import grade_integer
+from envs.registry import TASKS, UnknownTaskError, available_tasks, get_task
+
+
+def run_episode(task, problem, action):
+    """reset + one step through asyncio, as the rollout workers will."""
+
+    async def episode():
+        env = task.make_env(problem)
+        messages = await env.reset()
+        return messages, await env.step(action)
+
+    return asyncio.run(episode())
+
+
+def test_problem_and_answer_are_consistent():
+    task, rng = ArithTask(), random.Random(0)
+    for _ in range(500):
+        p = task.sample_problem(rng)
+        ops, operands = p.meta["ops"], p.meta["operands"]
+        assert p.prompt == f"{p.key.removeprefix('arith-')}=?\n"
+        assert p.prompt.isascii() and p.prompt.endswith("=?\n")
+        assert int(p.answer) == evaluate(operands, ops) == eval(p.prompt[:-3])  # digits and +/- only
+        assert all(1 <= x <= 9 for x in operands) and 2 <= len(operands) <= 12
+
+
+def test_worked_solution_format():
+    assert worked_solution([7, 5, 3, 8], ["+", "-", "+"]) == "7+5=12\n12-3=9\n9+8=17\nAnswer: 17"
+    assert grade_integer("7+5=12\n12-3=9\n9+8=17\nAnswer: 17", "17").correct
+
+
+def test_clean_demonstrations_are_always_correct():
+    task = ArithTask(demo_error_rate=0.0)
+    demos = task.demonstrations(random.Random(1), 300)
+    assert len(demos) == 300
+    for messages, completion in demos:
+        assert messages[-1]["role"] == "user" and messages[-1]["content"].endswith("=?\n")
+        answer = str(eval(messages[-1]["content"][:-3]))
+        problem = Problem(key="k", prompt=messages[-1]["content"], answer=answer)
+        _, result = run_episode(task, problem, completion)
+        assert result.reward == 1.0 and result.info["correct"], completion
+        assert len(completion) <= 160
+
+
+def _demo_correct_rate(task, n, seed):
+    demos = task.demonstrations(random.Random(seed), n)
+    ok = 0
+    for messages, completion in demos:
+        answer = str(eval(messages[-1]["content"][:-3]))
+        ok += grade_integer(completion, answer).correct
+    return ok / n, demos
+
+
+def test_noisy_demonstrations_single_step_error_rate():
+    # with two operands there is one step, so the wrong rate is the error rate itself
+    rate, _ = _demo_correct_rate(ArithTask(demo_error_rate=0.15, max_operands=2), 2000, seed=2)
+    assert abs((1 - rate) - 0.15) < 0.03
+
+
+def test_noisy_demonstrations_errors_propagate():
+    task = ArithTask()  # defaults: error rate 0.15
+    rate, demos = _demo_correct_rate(task, 2000, seed=3)
+    # every step must be right (up to rare cancellations): about E[0.85 ** steps] ~ 0.66
+    assert 0.58 < rate < 0.74, rate
+    # an erroneous step is off by 1 or 2, and the next line continues from the wrong value
+    bad_steps = 0
+    for _, completion in demos:
+        lines = completion.split("\n")
+        for line, nxt in zip(lines[:-1], lines[1:]):
+            lhs, shown = line.split("=")
+            true = eval(lhs)
+            assert abs(int(shown) - true) <= 2
+            bad_steps += int(shown) != true
+            assert nxt == f"Answer: {shown}" or re.match(rf"{re.escape(shown)}[+-][1-9]=", nxt), nxt
+    assert bad_steps > 0
+
+
+def test_length_distribution_is_heavy_tailed():
+    task, rng = ArithTask(), random.Random(4)
+    counts = Counter(task.sample_problem(rng).meta["n_operands"] for _ in range(2000))
+    assert 0.30 < counts[2] / 2000 < 0.40  # P(2 operands) = p_more = 0.35
+    assert sum(c for n, c in counts.items() if n >= 8) >= 50  # expected ~150 (7.5%)
+    assert counts[12] > 0 and max(counts) == 12
+    lengths = [len(c) for _, c in task.demonstrations(random.Random(5), 500)]
+    assert max(lengths) >= 4 * min(lengths)
+
+
+def test_env_reset_and_step():
+    task = ArithTask()
+    problem = task.eval_problems(1)[0]
+    messages, result = run_episode(task, problem, f"work\nAnswer: {problem.answer}")
+    assert messages == [{"role": "user", "content": problem.prompt}]
+    assert isinstance(result, StepResult) and result.done and result.observation is None
+    assert result.reward == 1.0 and result.info == {
+        "correct": True,
+        "extracted": problem.answer,
+        "method": "integer",
+    }
+    _, wrong = run_episode(task, problem, f"Answer: {int(problem.answer) + 1}")
+    assert wrong.reward == 0.0 and not wrong.info["correct"]
+    _, missing = run_episode(task, problem, "7+5=12")
+    assert missing.reward == 0.0 and missing.info["method"] == "no-answer"
+
+
+def test_env_cannot_step_twice():
+    async def episode():
+        env = SingleTurnEnv(Problem("k", "1+1=?\n", "2"), grade_integer)
+        await env.reset()
+        await env.step("Answer: 2")
+        await env.step("Answer: 2")
+
+    with pytest.raises(RuntimeError, match="already done"):
+        asyncio.run(episode())
+
+
+def test_eval_problems_are_deterministic_and_separate():
+    task = ArithTask()
+    a, b = task.eval_problems(50, seed=0), task.eval_problems(50, seed=0)
+    assert a == b and len({p.key for p in a}) == 50
+    assert task.eval_problems(20, seed=0) == a[:20]
+    assert [p.prompt for p in task.eval_problems(50, seed=1)] != [p.prompt for p in a]
+    train = [task.sample_problem(random.Random(0)) for _ in range(1)]
+    assert all(p.key.startswith("arith-eval0-") for p in a) and not train[0].key.startswith("arith-eval")
+
+
+def test_constructor_validation():
+    with pytest.raises(ValueError):
+        ArithTask(demo_error_rate=1.5)
+    with pytest.raises(ValueError):
+        ArithTask(max_operands=1)
+    with pytest.raises(ValueError):
+        ArithTask(p_more=0.0)
+
+
+def test_registry():
+    assert TASKS["arith"] == "envs.arith:ArithTask"
+    assert "arith" in available_tasks() and available_tasks()["arith"] == ArithTask.summary
+    task = get_task("arith", demo_error_rate=0.0)
+    assert isinstance(task, ArithTask) and task.demo_error_rate == 0.0
+    assert task.name == "arith" and task.max_new_tokens == 160 and task.stop == () and task.max_turns == 1
+    with pytest.raises(UnknownTaskError) as err:
+        get_task("arth")
+    assert str(err.value) == "unknown task 'arth'; did you mean 'arith'? available: arith"
+    assert isinstance(err.value, ValueError)
+    with pytest.raises(UnknownTaskError, match=r"^unknown task 'zzz'; available: arith$"):
+        get_task("zzz")

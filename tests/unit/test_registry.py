@@ -1,0 +1,118 @@
+"""The algorithm registry: built-ins, entry points, --plugin modules, duplicates, unknown names."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from algorithms import registry
+from algorithms.base import Algorithm
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples" / "plugins"
+
+
+@pytest.fixture(autouse=True)
+def fresh_registry():
+    registry.reset()
+    yield
+    registry.reset()
+
+
+def test_builtins_listed_and_loadable():
+    names = registry.names()
+    for required in ("sao", "grpo", "dapo", "ppo", "running-mean", "dr-grpo", "gspo", "rloo"):
+        assert required in names
+        cls = registry.get(required)
+        assert issubclass(cls, Algorithm) and cls.name == required
+
+
+def test_describe_reports_group_size_and_critic():
+    sao, grpo, ppo = registry.describe("sao"), registry.describe("grpo"), registry.describe("ppo")
+    assert (sao["rollouts_per_prompt"], sao["critic"]) == (1, True)
+    assert grpo["rollouts_per_prompt"] > 1 and grpo["critic"] is False
+    assert ppo["critic"] is True and sao["source"] == "built-in"
+
+
+def test_unknown_name_suggests_and_lists():
+    with pytest.raises(registry.RegistryError) as err:
+        registry.get("grp")
+    msg = str(err.value)
+    assert "did you mean 'grpo'?" in msg and "available:" in msg and "sao" in msg
+
+
+def test_plugin_module_registers(monkeypatch):
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    assert registry.load_plugin_module("reinforce_plugin") == ["reinforce"]
+    assert registry.get("reinforce").summary.startswith("plain REINFORCE")
+
+
+def test_duplicate_name_rejected(tmp_path, monkeypatch):
+    (tmp_path / "dup_plugin.py").write_text(textwrap.dedent('''
+        from algorithms.sao import SAO
+        class MySAO(SAO):
+            name = "sao"
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(registry.RegistryError, match="duplicate algorithm name 'sao'"):
+        registry.load_plugin_module("dup_plugin")
+
+
+def test_module_without_algorithms_rejected(tmp_path, monkeypatch):
+    (tmp_path / "empty_plugin.py").write_text("x = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(registry.RegistryError, match="defines no Algorithm"):
+        registry.load_plugin_module("empty_plugin")
+
+
+def _fake_distribution(root: Path, entry: str) -> None:
+    """An installed distribution (dist-info with entry_points.txt) that importlib.metadata finds."""
+    dist = root / "reinforce_example-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: reinforce-example\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[bench.algorithms]\n{entry}\n")
+
+
+def test_entry_point_plugin(tmp_path, monkeypatch):
+    _fake_distribution(tmp_path, "reinforce = reinforce_plugin:Reinforce")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    assert "reinforce" in registry.names()
+    assert registry.describe("reinforce")["source"].startswith("entry point (reinforce-example")
+
+
+def test_entry_point_clashing_with_builtin(tmp_path, monkeypatch):
+    _fake_distribution(tmp_path, "grpo = reinforce_plugin:Reinforce")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(registry.RegistryError, match="duplicate algorithm name 'grpo'"):
+        registry.names()
+
+
+def _bench(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "bench.cli", *args], capture_output=True, text=True, env=env,
+                          cwd=REPO, timeout=120)
+
+
+def test_cli_algos_json_and_plugin_flag():
+    import json
+
+    out = _bench("algos", "--json", "--plugin", "reinforce_plugin", env_extra={"PYTHONPATH": str(EXAMPLES)})
+    assert out.returncode == 0, out.stderr
+    rows = {r["name"]: r for r in json.loads(out.stdout)}
+    assert {"sao", "grpo", "dapo", "ppo", "running-mean", "reinforce"} <= set(rows)
+    assert rows["reinforce"]["source"] == "plugin reinforce_plugin"
+    assert rows["sao"]["critic"] is True and rows["grpo"]["rollouts_per_prompt"] == 8
+
+
+def test_cli_unknown_plugin_is_one_line_exit_2():
+    out = _bench("algos", "--plugin", "no_such_module_xyz")
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "cannot import plugin module" in out.stderr
+    assert "Traceback" not in out.stderr
