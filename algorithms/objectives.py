@@ -175,10 +175,11 @@ def clipped_value_loss(
 
 
 def explained_variance(values_B_T: torch.Tensor, returns_B_T: torch.Tensor, mask_B_T: torch.Tensor) -> float:
-    """1 - Var(R - V) / Var(R) over masked positions (NaN when Var(R) is 0, as CleanRL)."""
+    """1 - Var(R - V) / Var(R) over masked positions (NaN when Var(R) is ~0, as CleanRL:
+    a batch whose returns are all equal says nothing about the critic)."""
     v, r, m = values_B_T.detach(), returns_B_T.detach(), mask_B_T.detach()
     var_r = masked_mean((r - masked_mean(r, m)) ** 2, m)
-    if var_r.item() == 0.0:
+    if var_r.item() < 1e-10:
         return float("nan")
     err = r - v
     var_err = masked_mean((err - masked_mean(err, m)) ** 2, m)

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from bench.errors import UsageError
+from bench.errors import RunStopped, UsageError
 
 
 def _print_table(rows: list[dict], columns: list[str]) -> None:
@@ -76,9 +76,17 @@ def _add_plugin_option(p: argparse.ArgumentParser) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (`bench: error: ...`, exit 2) instead of usage dumps."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(f"bench: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `bench` command (every option documented)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="bench",
         description="Experiment harness for RL of LLMs: compare SAO, GRPO, DAPO, PPO and plugins "
         "under one asynchronous training loop.",
@@ -122,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     except _user_error_types() as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 2
+    except RunStopped as exc:
+        print(f"bench: run stopped: {exc}", file=sys.stderr)
+        return 1
 
 
 def _user_error_types() -> tuple[type[BaseException], ...]:

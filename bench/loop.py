@@ -19,12 +19,18 @@ import torch
 
 from bench.config import RunConfig, make_algorithm
 from bench.engines.base import SamplingParams, make_engine
+from bench.errors import RunStopped
 from bench.rollout import EngineWorker, Group, RolloutProducer
 from bench.rundir import RunDir
-from bench.seeding import seed_everything
+from bench.seeding import derive_seed, seed_everything
 from bench.trainer import Learner, build_batch
 
 ROLLOUT_TIMEOUT_S = 600.0  # no finished group for this long means the rollout side is stuck
+MAX_REJECTED_IN_A_ROW = 200  # groups rejected by `accept_group` in a row before giving up
+
+
+class RolloutStarved(RunStopped):
+    """The algorithm rejected every group for a long time (e.g. all rewards equal)."""
 
 
 @dataclass
@@ -41,7 +47,7 @@ class BatchCounters:
 def collect_batch(producer: RolloutProducer, learner: Learner, config: RunConfig, max_staleness: int) -> BatchCounters:
     """Take groups from the producer until `trajectories_per_step` are accepted."""
     out = BatchCounters()
-    have = 0
+    have = rejected_in_a_row = 0
     start = time.perf_counter()
     while have < config.trajectories_per_step:
         group = producer.get_group(timeout=1.0)
@@ -61,8 +67,15 @@ def collect_batch(producer: RolloutProducer, learner: Learner, config: RunConfig
         rewards_G = torch.tensor([t.reward for t in group.trajectories])
         if not learner.algo.accept_group(rewards_G):
             out.filtered_groups += 1
+            rejected_in_a_row += 1
             producer.release(n)
+            if rejected_in_a_row >= MAX_REJECTED_IN_A_ROW:
+                raise RolloutStarved(
+                    f"{config.algo} rejected {rejected_in_a_row} groups in a row (e.g. dynamic sampling: "
+                    "all rewards equal); the task is too hard or too easy for this model"
+                )
             continue
+        rejected_in_a_row = 0
         out.groups.append(group)
         have += n
     out.wait_s = time.perf_counter() - start
@@ -98,76 +111,71 @@ def save_checkpoint(run: RunDir, learner: Learner, tokenizer: Any, step: int) ->
     return run.commit_checkpoint(tmp, step)
 
 
-def train(config: RunConfig, run: RunDir, resume: Path | None = None, progress: bool = True) -> dict[str, Any]:
-    """Run (or resume) training as configured; returns the summary written to summary.json."""
+def _make_learner(config: RunConfig, resume: Path | None):
+    """Algorithm, task, tokenizer and learner (restored from `resume` when given)."""
+    from accelerate import Accelerator
+
     from bench.model_loading import load_policy_for_run, resolve_learning_rates
     from envs.registry import get_task
 
-    seed_everything(config.seed)
+    accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    seed_everything(config.seed)  # same initial weights on every rank
     algo = make_algorithm(config)
     task = get_task(config.task, **config.task_args)
     policy, tokenizer = load_policy_for_run(config, task, None if resume is None else resume / "policy")
     policy_lr, critic_lr = resolve_learning_rates(config, algo, policy)
     learner = Learner(
         algo, policy, policy_lr, critic_lr, config.grad_clip, config.minibatches,
-        config.temperature, config.nan_patience,
+        config.temperature, config.nan_patience, accelerator,
     )
     if resume is not None:
         if learner.unwrapped_critic is not None:
-            learner.unwrapped_critic.load_state_dict(type(learner.unwrapped_critic).load(resume / "critic").state_dict())
+            saved = type(learner.unwrapped_critic).load(resume / "critic")
+            learner.unwrapped_critic.load_state_dict(saved.state_dict())
         learner.load_state_dict(torch.load(resume / "learner.pt", weights_only=False))
-        run.truncate_metrics(learner.step)
+    return task, tokenizer, learner
 
+
+def train(config: RunConfig, run: RunDir, resume: Path | None = None, progress: bool = True) -> dict[str, Any]:
+    """Run (or resume) training as configured; returns the summary written to summary.json.
+
+    Under `accelerate launch` every rank runs its own engine and producer on its own problem
+    stream (seeds differ by rank) and gradients are averaged across ranks; only the main
+    process writes to the run directory.
+    """
+    task, tokenizer, learner = _make_learner(config, resume)
+    acc = learner.accelerator
+    is_main = acc.is_main_process
+    if resume is not None and is_main:
+        run.truncate_metrics(learner.step)
     engine = make_engine(config.engine, copy.deepcopy(learner.unwrapped_policy).eval(), tokenizer,
                          max_batch_size=config.engine_slots)
     engine.update_weights(learner.unwrapped_policy.state_dict(), learner.version)
     worker = EngineWorker(engine)
     sync = config.mode == "sync"
-    max_staleness = 0 if sync else config.max_staleness
     sampling = SamplingParams(
         temperature=config.temperature, top_p=config.top_p,
         max_new_tokens=config.max_new_tokens or task.max_new_tokens, stop=tuple(task.stop),
     )
+    rank_seed = config.seed if acc.num_processes == 1 else derive_seed(config.seed, "rank", acc.process_index)
     producer = RolloutProducer(
-        task, worker, tokenizer, sampling, algo.group_size,
-        capacity=config.trajectories_per_step * (1 if sync else 2), seed=config.seed,
-        max_context_tokens=int(getattr(policy.config, "max_position_embeddings", 2048)),
+        task, worker, tokenizer, sampling, learner.algo.group_size,
+        capacity=config.trajectories_per_step * (1 if sync else 2), seed=rank_seed,
+        max_context_tokens=int(getattr(learner.unwrapped_policy.config, "max_position_embeddings", 2048)),
         first_group_id=learner.step * 1_000_000,
     )
     producer.start()
-    bar = _progress(config.steps, learner.step, progress)
+    bar = _progress(config.steps, learner.step, progress and is_main)
     start, first_step = time.perf_counter(), learner.step
     last: dict[str, float] = {}
     try:
         while learner.step < config.steps:
-            t0 = time.perf_counter()
-            got = collect_batch(producer, learner, config, max_staleness)
-            n = sum(len(g.trajectories) for g in got.groups)
-            if not sync:
-                producer.release(n)  # generation for the next batch starts now, overlapping training
-            trajs = [t for g in got.groups for t in g.trajectories]
-            max_new = sampling.max_new_tokens * task.max_turns
-            record = batch_metrics(got.groups, learner.version)
-            version_before = learner.version
-            record.update(learner.train_step(build_batch(trajs, tokenizer.pad_token_id, max_new)))
-            if learner.version != version_before:
-                engine.update_weights(learner.unwrapped_policy.state_dict(), learner.version)
-            if sync:
-                producer.release(n)
-            stats = engine.stats()
-            record.update({
-                "step": learner.step, "policy/version": float(learner.version),
-                "rollout/stale_dropped": float(got.stale_dropped), "rollout/stale_requeued": float(got.stale_requeued),
-                "rollout/filtered_groups": float(got.filtered_groups), "loss/nonfinite_skipped": float(learner.nonfinite_total),
-                "rollout/engine_tokens_per_s": stats.get("tokens_per_s", 0.0),
-                "time/wait_s": got.wait_s, "time/step_s": time.perf_counter() - t0,
-                "time/elapsed_s": time.perf_counter() - start,
-            })
-            run.append_metrics(record)
-            last = record
-            if config.checkpoint_every and learner.step % config.checkpoint_every == 0 or learner.step == config.steps:
-                save_checkpoint(run, learner, tokenizer, learner.step)
-            _advance(bar, record, learner.step - first_step, time.perf_counter() - start)
+            last = _one_step(config, task, tokenizer, learner, engine, producer, sampling, start)
+            if is_main:
+                run.append_metrics(last)
+                if config.checkpoint_every and learner.step % config.checkpoint_every == 0 or learner.step == config.steps:
+                    save_checkpoint(run, learner, tokenizer, learner.step)
+            _advance(bar, last, learner.step - first_step, time.perf_counter() - start)
     finally:
         producer.close()
         worker.close()
@@ -179,9 +187,41 @@ def train(config: RunConfig, run: RunDir, resume: Path | None = None, progress: 
         "wall_s": time.perf_counter() - start, "final": last,
         "nonfinite_skipped": learner.nonfinite_total,
         "frozen_critic_params": learner.frozen_critic_params,
+        "world_size": acc.num_processes,
+        "policy_checksum_per_rank": learner.policy_checksums(),
     }
-    run.write_summary(summary)
+    if is_main:
+        run.write_summary(summary)
     return summary
+
+
+def _one_step(config, task, tokenizer, learner: Learner, engine, producer, sampling, start: float) -> dict[str, float]:
+    """Collect one batch, train on it, push the new weights; returns the step's metrics."""
+    sync = config.mode == "sync"
+    t0 = time.perf_counter()
+    got = collect_batch(producer, learner, config, 0 if sync else config.max_staleness)
+    n = sum(len(g.trajectories) for g in got.groups)
+    if not sync:
+        producer.release(n)  # generation for the next batch starts now, overlapping training
+    trajs = [t for g in got.groups for t in g.trajectories]
+    record = batch_metrics(got.groups, learner.version)
+    version_before = learner.version
+    batch = build_batch(trajs, tokenizer.pad_token_id, sampling.max_new_tokens * task.max_turns)
+    record.update(learner.train_step(batch))
+    if learner.version != version_before:  # other trajectories are still in flight
+        engine.update_weights(learner.unwrapped_policy.state_dict(), learner.version)
+    if sync:
+        producer.release(n)
+    record.update({
+        "step": learner.step, "policy/version": float(learner.version),
+        "rollout/stale_dropped": float(got.stale_dropped), "rollout/stale_requeued": float(got.stale_requeued),
+        "rollout/filtered_groups": float(got.filtered_groups),
+        "loss/nonfinite_skipped": float(learner.nonfinite_total),
+        "rollout/engine_tokens_per_s": engine.stats().get("tokens_per_s", 0.0),
+        "time/wait_s": got.wait_s, "time/step_s": time.perf_counter() - t0,
+        "time/elapsed_s": time.perf_counter() - start,
+    })
+    return record
 
 
 def _progress(total: int, initial: int, enabled: bool):

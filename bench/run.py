@@ -55,7 +55,7 @@ def run_from_cli(args: argparse.Namespace) -> int:
         saved = run.read_config()
         layers = [saved] + ([{"steps": args.steps}] if args.steps else [])
         config = build_config(*layers)
-        if config.to_dict() != saved:
+        if config.to_dict() != saved and _process_state().is_main_process:
             from bench.rundir import write_json_atomic
 
             write_json_atomic(run.path / "config.json", config.to_dict())
@@ -66,11 +66,19 @@ def run_from_cli(args: argparse.Namespace) -> int:
         file_layer = load_toml(args.config) if args.config else {}
         config = build_config(file_layer, {k: v for k, v in flags.items() if v is not None},
                               parse_set_options(args.set))
+        state = _process_state()
+        if state.num_processes > 1 and not args.out:
+            raise UsageError("--out is required under accelerate launch (every rank must use the same run dir)")
         out = args.out or f"runs/{config.algo}-{config.task}-s{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-        run = RunDir.create(out, config.to_dict(), config.seed)
+        if state.is_main_process:
+            run = RunDir.create(out, config.to_dict(), config.seed)
+            print(f"run directory: {run.path}")
+        state.wait_for_everyone()
+        run = RunDir(out)
         checkpoint = None
-        print(f"run directory: {run.path}")
     summary = train(config, run, resume=checkpoint, progress=not args.no_progress)
+    if not _process_state().is_main_process:
+        return 0
     final = summary.get("final", {})
     print(json.dumps({
         "run_dir": str(Path(run.path)),
@@ -79,3 +87,16 @@ def run_from_cli(args: argparse.Namespace) -> int:
         "reward/mean(last step)": final.get("reward/mean"),
     }))
     return 0
+
+
+def _process_state():
+    """accelerate's view of this process (rank, world size); single process when not launched."""
+    from accelerate import PartialState
+
+    return PartialState(cpu=True) if not _cuda() else PartialState()
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()

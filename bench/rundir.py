@@ -8,6 +8,7 @@ half-written checkpoint that `--resume` would pick up.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import shutil
@@ -89,9 +90,11 @@ class RunDir:
         return json.loads((self.path / "config.json").read_text())
 
     def append_metrics(self, record: dict[str, Any]) -> None:
-        """Append one step's metrics as a JSON line, durably."""
+        """Append one step's metrics as a JSON line, durably (NaN/inf are written as null,
+        so every line is strict JSON)."""
+        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
         with open(self.metrics_path, "a") as f:
-            f.write(json.dumps(record, default=float) + "\n")
+            f.write(json.dumps(clean, default=float) + "\n")
             f.flush()
             os.fsync(f.fileno())
 

@@ -15,11 +15,12 @@ from typing import Any
 import torch
 
 from algorithms.base import Algorithm, CriticLossInputs, PolicyLossInputs, Trajectories
+from bench.errors import RunStopped
 from bench.models import PackedBatch, ValueModel, freeze_attention, pack, response_logprobs
 from bench.rollout import Trajectory
 
 
-class TrainingDiverged(RuntimeError):
+class TrainingDiverged(RunStopped):
     """Raised after `nan_patience` consecutive non-finite losses."""
 
 
@@ -153,8 +154,7 @@ class Learner:
                 CriticLossInputs(values_B_T, old_values_B_T, returns_B_T, batch.action_mask_B_T)
             )
             grad_norm = self._optimize(res.loss, self.critic, self.critic_opt)
-            if grad_norm is not None:
-                out = {**res.metrics, "value/grad_norm": grad_norm}
+            out = {**res.metrics, "value/grad_norm": float("nan") if grad_norm is None else grad_norm}
         return out
 
     def _policy_update(self, batch: LearnerBatch, advantages_B_T: torch.Tensor) -> dict[str, float]:
@@ -165,7 +165,8 @@ class Learner:
         order = torch.arange(B)
         sums: dict[str, float] = {}
         updated = False
-        for chunk in torch.chunk(order, min(self.minibatches, B)):
+        chunks = torch.chunk(order, min(self.minibatches, B))
+        for chunk in chunks:
             mb = _slice_packed(packed, chunk)
             logp_B_T, entropy_B_T = response_logprobs(self.policy, mb, temperature=self.temperature, with_entropy=True)
             res = self.algo.policy_loss(
@@ -181,18 +182,25 @@ class Learner:
                 )
             )
             grad_norm = self._optimize(res.loss, self.policy, self.policy_opt)
-            if grad_norm is not None:
-                updated = True
-                for k, v in {**res.metrics, "policy/grad_norm": grad_norm}.items():
-                    sums[k] = sums.get(k, 0.0) + v / len(torch.chunk(order, min(self.minibatches, B)))
+            updated |= grad_norm is not None
+            step_metrics = {**res.metrics, "policy/grad_norm": float("nan") if grad_norm is None else grad_norm}
+            for k, v in step_metrics.items():  # mean over minibatches (NaN marks a skipped one)
+                sums[k] = sums.get(k, 0.0) + v / len(chunks)
         if updated:
             self.version += 1
         return sums
 
     def _optimize(self, loss: torch.Tensor, model, optimizer) -> float | None:
-        """Backward, clip, step; skip (and count) a non-finite loss or gradient."""
+        """Backward, clip, step; skip (and count) a non-finite loss or gradient.
+
+        The finiteness check is agreed across ranks: if one rank skipped its backward while
+        the others ran theirs, the gradient all-reduce would wait forever."""
         optimizer.zero_grad(set_to_none=True)
-        if not torch.isfinite(loss):
+        finite = torch.isfinite(loss.detach()).float().reshape(1)
+        if self.accelerator.num_processes > 1:
+            finite = self.accelerator.reduce(finite.to(self.accelerator.device), reduction="sum")
+            finite = (finite >= self.accelerator.num_processes).float()
+        if not bool(finite.item()):
             return self._nonfinite()
         self.accelerator.backward(loss)
         grad_norm = float(self.accelerator.clip_grad_norm_(model.parameters(), self.grad_clip))
@@ -212,6 +220,13 @@ class Learner:
                 "stopping (lower the learning rate or check the reward scale)"
             )
         return None
+
+    def policy_checksums(self) -> list[float]:
+        """A checksum of the policy weights on every rank (equal when data-parallel ranks are
+        in sync); a one-element list in single-process runs."""
+        total = torch.stack([p.detach().double().sum() for p in self.unwrapped_policy.parameters()]).sum()
+        total = total.reshape(1).to(self.accelerator.device)
+        return [float(x) for x in self.accelerator.gather(total).cpu()]
 
     # ---- checkpoints ----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

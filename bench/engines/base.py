@@ -113,8 +113,9 @@ class Engine(ABC):
     def stats(self) -> dict[str, float]:
         """Throughput counters: tokens_generated, step_seconds, tokens_per_s, mean_active_slots."""
 
+    @abstractmethod
     def close(self) -> None:
-        """Release resources (default: nothing to release)."""
+        """Release the model, caches and any worker the engine started."""
 
 
 def make_engine(name: str, model: Any, tokenizer: Any, **kwargs: Any) -> Engine:

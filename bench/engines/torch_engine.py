@@ -1,10 +1,9 @@
 """The pure-PyTorch rollout engine: continuous batching over a fixed set of slots.
 
-Each `step()` (1) admits waiting requests into free slots, lowest slot first, so a slot freed
-on one step is refilled on the very next; (2) prefills the new prompts, whose last-position
-logits give their first token; (3) decodes one token for every other active slot; (4) samples
-all of those rows in one vectorised call; (5) retires rows that hit eos, a stop string or
-their token budget.
+Each `step()` admits waiting requests into free slots (lowest first, so a slot freed on one
+step is refilled on the very next), prefills the new prompts (their last logits give their
+first token), decodes one token for every other active slot, samples all rows in one
+vectorised call, and retires rows that hit eos, a stop string or their token budget.
 
 Forward passes, by architecture:
 - Llama (`config.model_type == "llama"`: the tiny default, SmolLM2, Llama 2/3): `_LlamaRunner`,
@@ -15,10 +14,10 @@ Forward passes, by architecture:
 - Anything else: `_FullForwardRunner`, a full forward of every active sequence per step
   through the HF model without a cache. Quadratic in length but architecture-agnostic.
 
-Sampling is per request: its own `torch.Generator(seed)` draws one uniform per token, used
-by an inverse-CDF draw over the (top-p truncated) sorted distribution. A request's tokens
-therefore do not depend on what else is in the batch or on `max_batch_size` (up to
-floating-point differences between batch shapes, which can only matter at near-exact ties).
+Sampling is per request: its own `torch.Generator(seed)` draws one uniform per token for an
+inverse-CDF draw over the (top-p truncated) sorted distribution, so a request's tokens do not
+depend on the rest of the batch or on `max_batch_size` (up to floating-point differences
+between batch shapes, which can only matter at near-exact ties).
 
 Weight updates (`update_weights`) take the same lock as `step()`. On the cached path the
 K/V of in-flight sequences were computed with the old weights, so every active slot is
@@ -39,11 +38,14 @@ import torch
 import torch.nn.functional as F
 
 from bench.engines.base import Completion, Engine, GenerationRequest
+from bench.models import pack
 
 _MAX_PREFILL_TOKENS = 16384  # padded prompt tokens per prefill forward: bounds activation memory
+_FUSE_MAX_BYTES = 512 << 20  # models up to this size get fused, pre-transposed weight copies
+_UNIFORM_BLOCK = 64  # uniforms drawn from a request's generator at a time (same stream as one by one)
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity
 class _Active:
     """An admitted request: its slot, random stream and what it has generated so far."""
 
@@ -55,6 +57,20 @@ class _Active:
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
+    uniforms: list[float] = field(default_factory=list)  # drawn ahead from `generator`, next last
+
+    def next_uniform(self) -> float:
+        """The next U(0, 1) of this request's stream (drawn in blocks: one rand call per 64 tokens)."""
+        if not self.uniforms:
+            self.uniforms = torch.rand(_UNIFORM_BLOCK, generator=self.generator).tolist()[::-1]
+        return self.uniforms.pop()
+
+    def record(self, token: int, logprob: float, version: int) -> None:
+        """Append one sampled token."""
+        self.seq.append(token)
+        self.token_ids.append(token)
+        self.logprobs.append(logprob)
+        self.versions.append(version)
 
     def completion(self, reason: str) -> Completion:
         """The finished request."""
@@ -62,15 +78,55 @@ class _Active:
         return Completion(r.request_id, list(r.prompt_ids), self.token_ids, self.logprobs, self.versions, reason)
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary embedding (HF convention: rotate_half over the two halves of head_dim)."""
-    half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos.unsqueeze(1) + rotated * sin.unsqueeze(1)
+def _rms_norm(x: torch.Tensor, norm: Any) -> torch.Tensor:
+    """HF `LlamaRMSNorm` as one fused op: float32 statistics, the weight applied in the model dtype."""
+    if x.dtype == torch.float32:
+        return F.rms_norm(x, x.shape[-1:], norm.weight, norm.variance_epsilon)
+    return norm.weight * F.rms_norm(x.float(), x.shape[-1:], eps=norm.variance_epsilon).to(x.dtype)
+
+
+_Weight = tuple[torch.Tensor, torch.Tensor | None]  # (weight as [in, out], bias or None)
+
+
+def _project(h: torch.Tensor, parts: list[_Weight]) -> torch.Tensor:
+    """h @ W (+ b) for each part, concatenated along the last dim."""
+    flat = h.reshape(-1, h.shape[-1])
+    outs = [torch.mm(flat, w) if b is None else torch.addmm(b, flat, w) for w, b in parts]
+    out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=-1)
+    return out.view(*h.shape[:-1], out.shape[-1])
+
+
+def _add_linear(x: torch.Tensor, h: torch.Tensor, weight: _Weight) -> torch.Tensor:
+    """The residual update x + h @ W (+ b), as one addmm."""
+    w, b = weight
+    out = torch.addmm(x.reshape(-1, x.shape[-1]), h.reshape(-1, h.shape[-1]), w).view_as(x)
+    return out if b is None else out + b
+
+
+@dataclass
+class _Block:
+    """One decoder layer as the runner uses it: projections as [in, out] matrices (q/k/v and
+    gate/up concatenated, all made contiguous, when the runner fuses: small models)."""
+
+    ln1: Any
+    qkv: list[_Weight]
+    o: _Weight
+    ln2: Any
+    gate_up: list[_Weight]
+    down: _Weight
+    act: Any
+    scaling: float
 
 
 class _LlamaRunner:
-    """Batched prefill/decode of a HF Llama model against a per-slot K/V cache."""
+    """Batched prefill/decode of a HF Llama model against a per-slot K/V cache.
+
+    Speed (decode of a small model is bound by per-op overhead, not FLOPs): per layer one
+    fused RMSNorm, one q/k/v matmul (weights concatenated once, rebuilt when the model's
+    weights change), RoPE on q and k together from a cos/sin table indexed by position,
+    attention as baddbmm/softmax/bmm on cache views with an additive mask shared by all
+    layers, residual adds folded into addmm, one gate/up matmul.
+    """
 
     def __init__(self, model: Any, slots: int, max_len: int) -> None:
         cfg = model.config
@@ -80,41 +136,92 @@ class _LlamaRunner:
         self.group = self.heads // self.kv_heads
         param = next(model.parameters())
         self.device, self.dtype = param.device, param.dtype
+        self._params = list(model.parameters())
+        self.fuse = sum(p.numel() * p.element_size() for p in self._params) <= _FUSE_MAX_BYTES
+        rope_type = str(getattr(model.model.rotary_emb, "rope_type", "default"))
+        # dynamic/longrope frequencies depend on the batch's length: no position table for them
+        self.rope_table = "dynamic" not in rope_type and "longrope" not in rope_type
+        half = self.head_dim // 2
+        self.sign = torch.tensor([-1.0] * half + [1.0] * (self.head_dim - half), device=self.device, dtype=self.dtype)
         self.capacity = 0
         self.k: list[torch.Tensor] = []
         self.v: list[torch.Tensor] = []
+        self.cos = self.sin = torch.empty(0)
+        self._blocks: list[_Block] = []
+        self._head: _Weight = (torch.empty(0), None)
+        self._weights_key: tuple = ()
 
     def ensure_capacity(self, needed: int) -> None:
-        """Grow every layer's cache to hold `needed` positions (doubling, capped at max_len)."""
+        """Grow every layer's cache (and the RoPE table) to `needed` positions (doubling, capped)."""
         if needed <= self.capacity:
             return
         new_cap = min(self.max_len, max(needed, 2 * self.capacity, 64))
-        shape = (self.slots, self.kv_heads, new_cap, self.head_dim)
-        for cache in (self.k, self.v):
-            for i in range(len(self.model.model.layers)):
-                grown = torch.zeros(shape, device=self.device, dtype=self.dtype)
-                if cache and i < len(cache):
-                    grown[:, :, : self.capacity] = cache[i]
-                    cache[i] = grown
-                else:
-                    cache.append(grown)
+
+        def grown(old: torch.Tensor | None) -> torch.Tensor:
+            new = torch.zeros((self.slots, self.kv_heads, new_cap, self.head_dim), device=self.device, dtype=self.dtype)
+            if old is not None:
+                new[:, :, : self.capacity] = old
+            return new
+
+        n_layers = len(self.model.model.layers)
+        self.k = [grown(self.k[i] if self.k else None) for i in range(n_layers)]
+        self.v = [grown(self.v[i] if self.v else None) for i in range(n_layers)]
+        if self.rope_table:
+            cos, sin = self._hf_rope(torch.arange(new_cap, device=self.device)[None])  # [1, cap, 1, d]
+            self.cos, self.sin = cos[0], sin[0]  # [cap, 1, d]
         self.capacity = new_cap
 
+    def _hf_rope(self, positions_N_Q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sign-folded sin [N, Q, 1, d] from the model's own rotary module (its scaling
+        included): rotate_half(x) * sin == roll(x, d/2) * (sign * sin)."""
+        cos, sin = self.model.model.rotary_emb(torch.empty(0, device=self.device, dtype=self.dtype), positions_N_Q)
+        return cos[:, :, None], (sin * self.sign)[:, :, None]
+
+    def blocks(self) -> list[_Block]:
+        """The layers' weights; fused copies are rebuilt whenever a parameter changed in place."""
+        key = tuple((p.data_ptr(), p._version) for p in self._params) if self.fuse else (0,)
+        if key != self._weights_key:
+            with torch.no_grad():
+                self._blocks = [self._block(layer) for layer in self.model.model.layers]
+                head = self.model.lm_head
+                self._head = (head.weight.t().contiguous() if self.fuse else head.weight.t(), head.bias)
+            self._weights_key = key
+        return self._blocks
+
+    def _block(self, layer: Any) -> _Block:
+        attn, mlp = layer.self_attn, layer.mlp
+
+        def parts(*linears: Any) -> list[_Weight]:
+            if not self.fuse:  # transposed views of the model's own weights
+                return [(lin.weight.t(), lin.bias) for lin in linears]
+            bias = None if linears[0].bias is None else torch.cat([lin.bias for lin in linears])
+            # a contiguous [in, out] copy: MKL's small-batch GEMM is faster on it than on W.t()
+            return [(torch.cat([lin.weight for lin in linears]).t().contiguous(), bias)]
+
+        act = F.silu if isinstance(mlp.act_fn, torch.nn.SiLU) else mlp.act_fn
+        return _Block(
+            layer.input_layernorm, parts(attn.q_proj, attn.k_proj, attn.v_proj), parts(attn.o_proj)[0],
+            layer.post_attention_layernorm, parts(mlp.gate_proj, mlp.up_proj), parts(mlp.down_proj)[0], act,
+            getattr(attn, "scaling", self.head_dim**-0.5),
+        )
+
     def _layers(self, x_N_Q_H: torch.Tensor, positions_N_Q: torch.Tensor, attend) -> torch.Tensor:
-        """The decoder stack; `attend(layer_idx, q, k, v)` supplies attention over the cache."""
-        cos, sin = self.model.model.rotary_emb(x_N_Q_H, positions_N_Q)
-        N, Q, _ = x_N_Q_H.shape
-        for i, layer in enumerate(self.model.model.layers):
-            h = layer.input_layernorm(x_N_Q_H)
-            attn = layer.self_attn
-            q = attn.q_proj(h).view(N, Q, self.heads, self.head_dim).transpose(1, 2)  # [N, H, Q, d]
-            k = attn.k_proj(h).view(N, Q, self.kv_heads, self.head_dim).transpose(1, 2)  # [N, Hkv, Q, d]
-            v = attn.v_proj(h).view(N, Q, self.kv_heads, self.head_dim).transpose(1, 2)
-            q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
-            out_N_Q_D = attend(i, q, k, v, getattr(attn, "scaling", self.head_dim**-0.5))
-            x_N_Q_H = x_N_Q_H + attn.o_proj(out_N_Q_D)
-            x_N_Q_H = x_N_Q_H + layer.mlp(layer.post_attention_layernorm(x_N_Q_H))
-        return self.model.model.norm(x_N_Q_H)
+        """The decoder stack; `attend(layer_idx, q, k, v, scaling)` (each [N, Q, heads, d])
+        supplies attention over the cache and returns [N, Q, heads * d]."""
+        if self.rope_table:
+            cos, sin = self.cos[positions_N_Q], self.sin[positions_N_Q]  # [N, Q, 1, d]
+        else:
+            cos, sin = self._hf_rope(positions_N_Q)
+        H, Hkv, d = self.heads, self.kv_heads, self.head_dim
+        for i, b in enumerate(self.blocks()):
+            qkv = _project(_rms_norm(x_N_Q_H, b.ln1), b.qkv)  # [N, Q, (H + 2 Hkv) d]
+            qk = qkv[..., : (H + Hkv) * d].unflatten(-1, (H + Hkv, d))  # [N, Q, H + Hkv, d]
+            qk = torch.addcmul(qk * cos, qk.roll(d // 2, -1), sin)  # RoPE on q and k at once
+            v = qkv[..., (H + Hkv) * d :].unflatten(-1, (Hkv, d))  # [N, Q, Hkv, d]
+            x_N_Q_H = _add_linear(x_N_Q_H, attend(i, qk[:, :, :H], qk[:, :, H:], v, b.scaling), b.o)
+            gate, up = _project(_rms_norm(x_N_Q_H, b.ln2), b.gate_up).chunk(2, dim=-1)
+            x_N_Q_H = _add_linear(x_N_Q_H, b.act(gate) * up, b.down)
+        return _rms_norm(x_N_Q_H, self.model.model.norm)
 
     def prefill(self, slots: list[int], seqs: list[list[int]]) -> torch.Tensor:
         """Run whole sequences from position 0 into their slots; logits_N_V at each last token."""
@@ -133,14 +240,12 @@ class _LlamaRunner:
         self.ensure_capacity(Q)
         # right padding: with a purely causal mask no real token ever attends to a pad, and the
         # pads' K/V land at cache positions >= the sequence length, which decode masks out
-        ids_N_Q = torch.zeros((N, Q), dtype=torch.long)
-        for n, seq in enumerate(seqs):
-            ids_N_Q[n, : len(seq)] = torch.tensor(seq)
-        ids_N_Q = ids_N_Q.to(self.device)
+        ids_N_Q = torch.tensor([seq + [0] * (Q - len(seq)) for seq in seqs], device=self.device)
         slots_N = torch.tensor(slots, device=self.device)
         positions_N_Q = torch.arange(Q, device=self.device).expand(N, Q)
 
         def attend(i, q, k, v, scaling):
+            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [N, heads, Q, d]
             self.k[i][slots_N, :, :Q] = k
             self.v[i][slots_N, :, :Q] = v
             k, v = k.repeat_interleave(self.group, dim=1), v.repeat_interleave(self.group, dim=1)
@@ -149,44 +254,45 @@ class _LlamaRunner:
 
         x = self._layers(self.model.model.embed_tokens(ids_N_Q), positions_N_Q, attend)
         last_N = torch.tensor([len(s) - 1 for s in seqs], device=self.device)
-        return self.model.lm_head(x[torch.arange(N, device=self.device), last_N])
+        return _project(x[torch.arange(N, device=self.device), last_N], [self._head])
 
     def decode(self, slots: list[int], tokens: list[int], positions: list[int]) -> torch.Tensor:
         """Feed one token per listed slot at its position; logits_N_V for those slots.
 
-        The batch is the slot range [0, max(slots)] as views of the cache (no gather copies);
-        idle slots inside it run a dummy token at position 0 (reading, never writing, the
-        cache), and their outputs are dropped.
+        The batch is the slot range [0, max(slots)] as cache views (no gather copies); idle slots
+        in it run a dummy token at position 0, never write the cache, and are dropped.
         """
-        R = max(slots) + 1
-        tokens_R, positions_R = torch.zeros(R, dtype=torch.long), torch.zeros(R, dtype=torch.long)
-        tokens_R[slots], positions_R[slots] = torch.tensor(tokens), torch.tensor(positions)
-        tokens_R, positions_R = tokens_R.to(self.device), positions_R.to(self.device)
-        K = max(positions) + 1  # keys needed: every slot's prefix including its new token
+        R, K = max(slots) + 1, max(positions) + 1  # K: keys needed, every prefix incl. its new token
+        tokens_R, positions_R = [0] * R, [0] * R
+        for slot, token, pos in zip(slots, tokens, positions):
+            tokens_R[slot], positions_R[slot] = token, pos
         self.ensure_capacity(K)
-        slots_N = torch.tensor(slots, device=self.device)
-        positions_N = positions_R[slots_N]
-        allowed_R_K = torch.arange(K, device=self.device)[None, :] <= positions_R[:, None]
+        dev, Hkv, g, d = self.device, self.kv_heads, self.group, self.head_dim
+        slots_N, positions_N = torch.tensor(slots, device=dev), torch.tensor(positions, device=dev)
+        positions_R_1 = torch.tensor(positions_R, device=dev)[:, None]
+        masked_R_K = torch.arange(K, device=dev)[None, :] > positions_R_1
+        bias_R_K = torch.zeros((R, K), device=dev, dtype=self.dtype).masked_fill_(masked_R_K, float("-inf"))
+        bias_M_g_K = bias_R_K[:, None, None, :].expand(R, Hkv, g, K).reshape(R * Hkv, g, K)  # M = R * Hkv
 
         def attend(i, q, k, v, scaling):
             # write only the listed slots: an idle row may be a slot prefilled on this very step
-            self.k[i][slots_N, :, positions_N] = k[slots_N, :, 0]  # [N, Hkv, d] at each slot's position
-            self.v[i][slots_N, :, positions_N] = v[slots_N, :, 0]
-            keys, values = self.k[i][:R, :, :K], self.v[i][:R, :, :K]  # [R, Hkv, K, d] views
-            # grouped-query attention without repeating K/V: heads of one KV group share a matmul
-            q_R_G_g_d = q.view(R, self.kv_heads, self.group, self.head_dim)
-            scores = torch.matmul(q_R_G_g_d, keys.transpose(-1, -2)).float() * scaling  # [R, Hkv, g, K]
-            scores = scores.masked_fill(~allowed_R_K[:, None, None, :], float("-inf"))
-            probs = torch.softmax(scores, dim=-1).to(values.dtype)
-            out = torch.matmul(probs, values)  # [R, Hkv, g, d]
-            return out.reshape(R, 1, self.heads * self.head_dim)
+            self.k[i][slots_N, :, positions_N] = k[slots_N, 0]  # [N, Hkv, d] at each slot's position
+            self.v[i][slots_N, :, positions_N] = v[slots_N, 0]
+            keys_M_K_d = self.k[i][:R, :, :K].reshape(R * Hkv, K, d)  # views of the cache
+            values_M_K_d = self.v[i][:R, :, :K].reshape(R * Hkv, K, d)
+            # grouped-query attention without repeating K/V: the g heads of one KV group share a bmm
+            q_M_g_d = q.reshape(R * Hkv, g, d)
+            scores_M_g_K = torch.baddbmm(bias_M_g_K, q_M_g_d, keys_M_K_d.transpose(1, 2), alpha=scaling)
+            probs_M_g_K = torch.softmax(scores_M_g_K, dim=-1, dtype=torch.float32).to(self.dtype)
+            return torch.bmm(probs_M_g_K, values_M_K_d).view(R, 1, self.heads * d)
 
-        x = self._layers(self.model.model.embed_tokens(tokens_R[:, None]), positions_R[:, None], attend)
-        return self.model.lm_head(x[slots, 0])
+        x = self._layers(self.model.model.embed_tokens(torch.tensor(tokens_R, device=dev)[:, None]), positions_R_1, attend)
+        return _project(x[slots_N, 0], [self._head])
 
     def close(self) -> None:
         """Free the cache."""
         self.k, self.v, self.capacity = [], [], 0
+        self._blocks, self._weights_key = [], ()
 
 
 class _FullForwardRunner:
@@ -198,17 +304,11 @@ class _FullForwardRunner:
         self.device = next(model.parameters()).device
 
     def logits(self, seqs: list[list[int]]) -> torch.Tensor:
-        """logits_N_V of the next token after each sequence."""
-        L = max(map(len, seqs))
-        ids_N_L = torch.full((len(seqs), L), self.pad_id, dtype=torch.long)
-        mask_N_L = torch.zeros((len(seqs), L), dtype=torch.long)
-        for n, seq in enumerate(seqs):
-            ids_N_L[n, L - len(seq) :] = torch.tensor(seq)
-            mask_N_L[n, L - len(seq) :] = 1
-        positions_N_L = (mask_N_L.cumsum(-1) - 1).clamp(min=0)
+        """logits_N_V of the next token after each sequence (left-padded like the learner's batch)."""
+        batch = pack(seqs, [[] for _ in seqs], self.pad_id).to(self.device)
         out = self.model(
-            input_ids=ids_N_L.to(self.device), attention_mask=mask_N_L.to(self.device),
-            position_ids=positions_N_L.to(self.device), use_cache=False,
+            input_ids=batch.input_ids_B_L, attention_mask=batch.attention_mask_B_L,
+            position_ids=batch.position_ids_B_L, use_cache=False,
         )
         return out.logits[:, -1]
 
@@ -239,10 +339,10 @@ class TorchEngine(Engine):
 
     @staticmethod
     def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
-        ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+        """The tokenizer's eos plus the generation config's (instruct models often add one)."""
         gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-        ids.update(gen_eos if isinstance(gen_eos, list) else [] if gen_eos is None else [gen_eos])
-        return ids
+        ids = [tokenizer.eos_token_id] + (gen_eos if isinstance(gen_eos, list) else [gen_eos])
+        return {i for i in ids if i is not None}
 
     # ---- protocol -------------------------------------------------------------------------
     def submit(self, request: GenerationRequest) -> None:
@@ -281,18 +381,13 @@ class TorchEngine(Engine):
                 logits_N_V = self._next_logits(new, old)
                 tokens, logps = self._sample(logits_N_V, rows)
                 for a, token, logp in zip(rows, tokens, logps):
-                    a.seq.append(token)
-                    a.token_ids.append(token)
-                    a.logprobs.append(logp)
-                    a.versions.append(self.version)
+                    a.record(token, logp, self.version)
                     reason = self._finish_reason(a, token)
                     if reason is not None:
                         finished.append(a.completion(reason))
                         self._slots[a.slot] = None
             c = self._counters
-            c["tokens"] += len(rows)
-            c["active"] += len(rows)
-            c["steps"] += 1
+            c["tokens"], c["active"], c["steps"] = c["tokens"] + len(rows), c["active"] + len(rows), c["steps"] + 1
             c["seconds"] += time.perf_counter() - start
             return finished
 
@@ -370,20 +465,25 @@ class TorchEngine(Engine):
         with the row's own generator; returns tokens and their full-distribution log-probs."""
         device = logits_N_V.device
         logits_N_V = logits_N_V.float()
-        temps_N = torch.tensor([a.request.sampling.temperature for a in rows], device=device)
+        temps = [a.request.sampling.temperature for a in rows]
+        greedy = [t == 0 for t in temps]
+        if any(t != 1.0 for t in temps):  # greedy rows record the untempered distribution
+            temps_N = torch.tensor([1.0 if g else t for g, t in zip(greedy, temps)], device=device)
+            logp_N_V = torch.log_softmax(logits_N_V / temps_N[:, None], dim=-1)
+        else:
+            logp_N_V = torch.log_softmax(logits_N_V, dim=-1)
         top_p_N = torch.tensor([a.request.sampling.top_p for a in rows], device=device)
-        greedy_N = temps_N == 0
-        logp_N_V = torch.log_softmax(logits_N_V / torch.where(greedy_N, 1.0, temps_N)[:, None], dim=-1)
         sorted_logp_N_V, order_N_V = logp_N_V.sort(dim=-1, descending=True, stable=True)
         probs_N_V = sorted_logp_N_V.exp()
         keep_N_V = (probs_N_V.cumsum(-1) - probs_N_V) < top_p_N[:, None]  # the top token always stays
         kept_cum_N_V = (probs_N_V * keep_N_V).cumsum(-1)
-        u_N = torch.tensor([torch.rand((), generator=a.generator).item() for a in rows], device=device)
+        u_N = torch.tensor([a.next_uniform() for a in rows], device=device)
         threshold_N = u_N * kept_cum_N_V[:, -1]
         idx_N = (kept_cum_N_V <= threshold_N[:, None]).sum(-1)  # first index whose cumsum exceeds u
         idx_N = torch.minimum(idx_N, keep_N_V.sum(-1) - 1)
         tokens_N = order_N_V.gather(-1, idx_N[:, None]).squeeze(-1)
-        tokens_N = torch.where(greedy_N, logits_N_V.argmax(-1), tokens_N)
+        if any(greedy):
+            tokens_N = torch.where(torch.tensor(greedy, device=device), logits_N_V.argmax(-1), tokens_N)
         chosen_N = logp_N_V.gather(-1, tokens_N[:, None]).squeeze(-1)
         return tokens_N.tolist(), chosen_N.tolist()
 

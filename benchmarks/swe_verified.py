@@ -1,0 +1,317 @@
+"""SWE-bench Verified: instances, the predictions file, and the official harness's reports.
+
+Official data: hub `SWE-bench/SWE-bench_Verified` (formerly `princeton-nlp/...`), split
+`test`, 500 instances, pinned to commit `SWE_VERIFIED_REVISION`. `FAIL_TO_PASS` and
+`PASS_TO_PASS` are JSON-encoded lists of test ids in the official data (plain lists are
+accepted from local files). Grading is the `swebench` package's Docker harness, which this
+module never runs: it writes the predictions file the harness reads and reads back what the
+harness wrote, from files only.
+
+Harness outputs read by `read_harness_report` (swebench >= 2, `harness/reporting.py` and
+`harness/grading.py`):
+- the run report `<model_name_or_path with / -> __>.<run_id>.json` with `total_instances`,
+  `submitted_instances`, `completed_instances`, `resolved_instances`, ... and the id lists
+  `completed_ids`, `incomplete_ids`, `empty_patch_ids`, `submitted_ids`, `resolved_ids`,
+  `unresolved_ids`, `error_ids`;
+- per instance `logs/run_evaluation/<run_id>/<model>/<instance_id>/report.json`:
+  `{instance_id: {"patch_is_None", "patch_exists", "patch_successfully_applied", "resolved",
+  "tests_status": {"FAIL_TO_PASS": {"success": [...], "failure": [...]}, "PASS_TO_PASS":
+  {...}, "FAIL_TO_FAIL": {...}, "PASS_TO_FAIL": {...}}}}`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.base import BenchmarkDataError, BenchmarkSpec, HubSource, SamplingDefaults
+from envs.base import Problem
+
+SWE_VERIFIED_REVISION = "91aa3ed51b709be6457e12d00300a6a596d4c6a3"
+"""Commit of `SWE-bench/SWE-bench_Verified` (500 rows, data/test-00000-of-00001.parquet)."""
+
+SWE_COLUMNS = (
+    "instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
+    "FAIL_TO_PASS", "PASS_TO_PASS", "version", "environment_setup_commit",
+)  # fmt: skip
+"""Required fields of an instance (official schema; `hints_text`, `created_at`, `difficulty` optional)."""
+
+MAX_TURNS = 300
+"""Agent turns per episode in the paper's setup (OpenHands scaffold, 128k context)."""
+
+SWE_TEMPLATE = (
+    "You are given a checkout of a Python repository at the commit where the issue below was "
+    "reported. Edit the repository so that the issue is resolved; do not modify the tests.\n\n"
+    "<issue>\n{problem}\n</issue>"
+)
+
+# Per-test outcomes as the harness's log parsers name them, and which count as success.
+_F2P_SUCCESS = {"PASSED", "XFAIL"}
+_P2P_SUCCESS = {"PASSED", "XFAIL", "SKIPPED"}  # the harness counts a skipped P2P test as maintained
+
+
+def _test_list(value: Any, field: str, instance_id: str) -> tuple[str, ...]:
+    """A JSON-encoded list (official data) or a plain list/array of test ids, as a tuple."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else []
+        except json.JSONDecodeError:
+            raise BenchmarkDataError(f"{instance_id}: {field} is not a JSON list: {value[:60]!r}") from None
+    if hasattr(value, "tolist"):  # numpy arrays from parquet
+        value = value.tolist()
+    if not isinstance(value, list | tuple) or not all(isinstance(t, str) for t in value):
+        raise BenchmarkDataError(f"{instance_id}: {field} must be a list of test ids")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class SWEInstance:
+    """One SWE-bench task instance (official field names, lower-cased for the test lists)."""
+
+    instance_id: str
+    repo: str
+    base_commit: str
+    problem_statement: str
+    patch: str
+    test_patch: str
+    fail_to_pass: tuple[str, ...]
+    pass_to_pass: tuple[str, ...]
+    version: str
+    environment_setup_commit: str
+    hints_text: str = ""
+    created_at: str = ""
+    difficulty: str = ""
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> SWEInstance:
+        """Parse an official-schema row (hub, JSON, JSONL or parquet)."""
+        iid = str(row["instance_id"])
+        text = {k: "" if row.get(k) is None else str(row.get(k)) for k in SWE_COLUMNS if "_TO_" not in k}
+        optional = {
+            k: "" if row.get(k) is None else str(row[k]) for k in ("hints_text", "created_at", "difficulty")
+        }
+        return cls(
+            **text,
+            **optional,
+            fail_to_pass=_test_list(row["FAIL_TO_PASS"], "FAIL_TO_PASS", iid),
+            pass_to_pass=_test_list(row["PASS_TO_PASS"], "PASS_TO_PASS", iid),
+        )
+
+    def to_record(self) -> dict[str, str]:
+        """The official row: upper-case test-list fields, JSON-encoded."""
+        record = {k: getattr(self, k) for k in SWE_COLUMNS if "_TO_" not in k}
+        record.update(hints_text=self.hints_text, created_at=self.created_at, difficulty=self.difficulty)
+        record["FAIL_TO_PASS"] = json.dumps(list(self.fail_to_pass))
+        record["PASS_TO_PASS"] = json.dumps(list(self.pass_to_pass))
+        return record
+
+
+def _swe_row(index: int, row: dict[str, Any]) -> Problem:
+    """Key = instance_id, prompt text = the issue, answer = the gold patch (never used to grade).
+
+    meta is the official record, so an SWE env can rebuild the instance with `SWEInstance.from_row`.
+    """
+    inst = SWEInstance.from_row(row)
+    return Problem(
+        key=inst.instance_id, prompt=inst.problem_statement, answer=inst.patch, meta=inst.to_record()
+    )
+
+
+def swe_verified() -> BenchmarkSpec:
+    """SWE-bench Verified: 500 human-validated GitHub issues; resolved per the Docker harness."""
+    return BenchmarkSpec(
+        name="swe-verified",
+        version=1,
+        description="SWE-bench Verified: 500 GitHub issues from 12 Python repos; graded by the swebench harness",
+        source=HubSource(
+            dataset_id="SWE-bench/SWE-bench_Verified", revision=SWE_VERIFIED_REVISION, split="test"
+        ),
+        license="MIT (SWE-bench); repository code under each project's license",
+        prompt_template=SWE_TEMPLATE,
+        grader=None,
+        sampling=SamplingDefaults(temperature=1.0, top_p=1.0, max_new_tokens=8192, k=1),
+        columns=SWE_COLUMNS,
+        parse_row=_swe_row,
+    )
+
+
+def load_instances(data_path: str | Path | None = None, limit: int | None = None) -> list[SWEInstance]:
+    """SWE-bench Verified instances from a local file (`--data`) or the pinned hub revision."""
+    return [SWEInstance.from_row(row) for row in swe_verified().load_rows(data_path, limit)]
+
+
+# ----------------------------------------------------------------------------- predictions
+
+
+def write_predictions(
+    path: str | Path, records: Iterable[Mapping[str, Any]], model_name_or_path: str | None = None
+) -> Path:
+    """Write the harness's predictions file: one `{instance_id, model_name_or_path, model_patch}` per line.
+
+    `model_name_or_path` fills records that lack it. `model_patch` may be None or "" (the
+    harness reports those as empty patches). Duplicate instance ids are rejected.
+    """
+    lines, seen = [], set()
+    for rec in records:
+        iid = rec.get("instance_id")
+        model = rec.get("model_name_or_path") or model_name_or_path
+        patch = rec.get("model_patch")
+        if not isinstance(iid, str) or not iid:
+            raise ValueError(f"prediction without an instance_id: {dict(rec)!r:.80}")
+        if iid in seen:
+            raise ValueError(f"duplicate prediction for {iid}")
+        if not model:
+            raise ValueError(f"prediction for {iid} has no model_name_or_path")
+        if patch is not None and not isinstance(patch, str):
+            raise ValueError(f"prediction for {iid}: model_patch must be a string or None")
+        seen.add(iid)
+        lines.append(json.dumps({"instance_id": iid, "model_name_or_path": model, "model_patch": patch}))
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".part")
+    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    tmp.replace(out)
+    return out
+
+
+def read_predictions(path: str | Path) -> list[dict[str, Any]]:
+    """Predictions from JSONL (as written above) or JSON (a list, or a dict keyed by instance id)."""
+    text = Path(path).read_text(encoding="utf-8")
+    if Path(path).suffix == ".json":
+        data = json.loads(text)
+        return list(data.values()) if isinstance(data, dict) else list(data)
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+# ----------------------------------------------------------------------------- harness reports
+
+
+def harness_tests_status(
+    results: Mapping[str, str], fail_to_pass: Iterable[str], pass_to_pass: Iterable[str]
+) -> dict[str, dict[str, list[str]]]:
+    """The harness's `tests_status` from per-test outcomes (`PASSED`, `FAILED`, `SKIPPED`, `ERROR`, `XFAIL`).
+
+    As in the harness: a FAIL_TO_PASS test succeeds when PASSED (or XFAIL); a PASS_TO_PASS
+    test also when SKIPPED; a test missing from `results` fails.
+    """
+    status: dict[str, dict[str, list[str]]] = {}
+    for name, tests, ok in (
+        ("FAIL_TO_PASS", fail_to_pass, _F2P_SUCCESS),
+        ("PASS_TO_PASS", pass_to_pass, _P2P_SUCCESS),
+    ):
+        status[name] = {"success": [], "failure": []}
+        for test in tests:
+            status[name]["success" if results.get(test, "").upper() in ok else "failure"].append(test)
+    return status
+
+
+def is_resolved(tests_status: Mapping[str, Any]) -> bool:
+    """SWE-bench's rule: every FAIL_TO_PASS and every PASS_TO_PASS test in the success state.
+
+    `tests_status` is the harness's dict (`{"FAIL_TO_PASS": {"success": [...], "failure":
+    [...]}, "PASS_TO_PASS": {...}}`). An empty category counts as satisfied, as in the harness.
+    """
+    for name in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+        if name not in tests_status or "failure" not in tests_status[name]:
+            raise ValueError(f"tests_status lacks {name}.failure: {sorted(tests_status)}")
+        if tests_status[name]["failure"]:
+            return False
+    return True
+
+
+_ID_LISTS = (
+    "completed_ids", "incomplete_ids", "empty_patch_ids", "submitted_ids",
+    "resolved_ids", "unresolved_ids", "error_ids",
+)  # fmt: skip
+
+
+def _read_json(path: Path) -> Any:
+    """JSON content of `path`, or None when the file is empty or not valid JSON."""
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+        return json.loads(text) if text else None
+    except json.JSONDecodeError:
+        return None
+
+
+def _instance_reports(paths: list[Path]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Per-instance `report.json` files -> ({instance_id: entry}, ids whose report is unreadable)."""
+    instances: dict[str, dict[str, Any]] = {}
+    where: dict[str, Path] = {}
+    broken = []
+    for path in paths:
+        data = _read_json(path)
+        iid, entry = next(iter(data.items())) if isinstance(data, dict) and len(data) == 1 else ("", None)
+        if not isinstance(entry, dict):
+            broken.append(path.parent.name)  # the harness counts an unreadable report as an error
+            continue
+        if iid in where:
+            raise BenchmarkDataError(
+                f"instance {iid} reported twice: {where[iid]} and {path}; pass one run directory"
+            )
+        where[iid] = path
+        tests_status = entry.get("tests_status")
+        instances[iid] = {
+            "resolved": bool(entry.get("resolved", False)),
+            "patch_successfully_applied": entry.get("patch_successfully_applied"),
+            "tests_status": tests_status,
+            # None when the report omits tests_status (patch missing or not applied).
+            "resolved_by_rule": is_resolved(tests_status) if isinstance(tests_status, dict) else None,
+            "path": str(path),
+        }
+    return instances, broken
+
+
+def read_harness_report(path_or_dir: str | Path) -> dict[str, Any]:
+    """Summary of a swebench harness run, from its files only (no Docker, no swebench import).
+
+    `path_or_dir` is the run report JSON, a per-instance `report.json`, or a directory holding
+    either (searched recursively: the run report is a `*.json` with `resolved_ids`; instance
+    reports are `report.json` files). Returns the run report's counts and id lists when one
+    is found (else id lists derived from the instance reports, with `total_instances` None),
+    plus `instances` ({id: resolved, tests_status, resolved_by_rule, ...}), `resolved_rate`
+    (resolved / total_instances, None when unknown), `inconsistent_ids` (instances whose
+    `resolved` flag disagrees with `is_resolved(tests_status)`), and `sources`.
+    """
+    root = Path(path_or_dir)
+    if not root.exists():
+        raise BenchmarkDataError(f"no harness output at {root}")
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*.json") if p.is_file())
+    run_files = [
+        p
+        for p in files
+        if p.name != "report.json" and isinstance(d := _read_json(p), dict) and "resolved_ids" in d
+    ]
+    if len(run_files) > 1:
+        raise BenchmarkDataError(
+            f"several run reports under {root}: {', '.join(map(str, run_files))}; pass one file"
+        )
+    instances, broken = _instance_reports([p for p in files if p.name == "report.json"])
+    if not run_files and not instances and not broken:
+        raise BenchmarkDataError(f"no swebench run report or per-instance report.json under {root}")
+    summary: dict[str, Any]
+    if run_files:
+        summary = dict(_read_json(run_files[0]))
+        summary.update({k: sorted(summary.get(k, [])) for k in _ID_LISTS})
+    else:
+        resolved = sorted(i for i, e in instances.items() if e["resolved"])
+        summary = {
+            "total_instances": None,
+            "completed_ids": sorted(instances),
+            "resolved_ids": resolved,
+            "unresolved_ids": sorted(set(instances) - set(resolved)),
+            "error_ids": sorted(broken),
+        }
+    total = summary.get("total_instances")
+    summary["resolved_rate"] = len(summary["resolved_ids"]) / total if total else None
+    summary["instances"] = instances
+    summary["inconsistent_ids"] = sorted(
+        i
+        for i, e in instances.items()
+        if e["resolved_by_rule"] is not None and e["resolved_by_rule"] != e["resolved"]
+    )
+    summary["sources"] = [str(p) for p in run_files] + [e["path"] for e in instances.values()]
+    return summary

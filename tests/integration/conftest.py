@@ -1,0 +1,32 @@
+"""Fixtures for integration tests: a small tiny-model base checkpoint, built once per session."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# Short arith problems keep rollouts (and so these tests) fast.
+TASK_ARGS = {"max_operands": 2}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_cache(tmp_path_factory):
+    """Never write into the user's cache from tests."""
+    old = os.environ.get("BENCH_CACHE_DIR")
+    os.environ["BENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("bench-cache"))
+    yield
+    if old is None:
+        os.environ.pop("BENCH_CACHE_DIR", None)
+    else:
+        os.environ["BENCH_CACHE_DIR"] = old
+
+
+@pytest.fixture(scope="session")
+def base_checkpoint(tmp_path_factory):
+    """A briefly pretrained tiny model: good enough to get some rewards, built in ~30 s."""
+    from bench.pretrain import pretrain
+
+    out = tmp_path_factory.mktemp("base") / "arith"
+    pretrain("arith", TASK_ARGS, seed=0, out=out, steps=100, progress=False)
+    return out
