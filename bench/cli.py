@@ -66,6 +66,20 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     return pretrain_from_cli(args)
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Evaluate a checkpoint on benchmarks (see `bench eval --help`)."""
+    from bench.eval_cli import eval_from_cli
+
+    return eval_from_cli(args)
+
+
+def cmd_perf(args: argparse.Namespace) -> int:
+    """Run the performance benchmarks and print one JSON object."""
+    from bench.perf import perf_from_cli
+
+    return perf_from_cli(args)
+
+
 def _add_plugin_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--plugin",
@@ -115,6 +129,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_pretrain_arguments(p)
     p.set_defaults(func=cmd_pretrain)
 
+    from bench.eval_cli import add_eval_arguments
+
+    p = sub.add_parser("eval", help="evaluate a checkpoint on benchmarks; writes records and a summary per benchmark")
+    add_eval_arguments(p)
+    p.set_defaults(func=cmd_eval)
+
+    from bench.perf import add_perf_arguments
+
+    p = sub.add_parser("perf", help="benchmark engine, learner, GRPO step vs TRL, async vs sync; prints JSON")
+    add_perf_arguments(p)
+    p.set_defaults(func=cmd_perf)
+
     return parser
 
 
@@ -143,9 +169,11 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     """
     from algorithms.registry import RegistryError
     from bench.models import ModelLoadError
+    from benchmarks.base import BenchmarkDataError
+    from benchmarks.registry import UnknownBenchmarkError
     from envs.registry import UnknownTaskError
 
-    return (UsageError, RegistryError, UnknownTaskError, ModelLoadError)
+    return (UsageError, RegistryError, UnknownTaskError, ModelLoadError, UnknownBenchmarkError, BenchmarkDataError)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,10 @@ class RunConfig:
     engine_slots: int = _help("concurrent sequences in the rollout engine (continuous batching)", default=64)
     checkpoint_every: int = _help("save a checkpoint every N steps (0 = only at the end)", default=20)
     nan_patience: int = _help("stop after this many consecutive non-finite losses (each is skipped)", default=3)
+    eval_every: int = _help("evaluate every N steps, and before the first (0 = never)", default=0)
+    eval_bench: str = _help("comma-separated benchmarks for in-training evaluation (see `bench eval`)", default="")
+    eval_limit: int | None = _help("problems per in-training evaluation (default: all)", default=None)
+    eval_k: int = _help("samples per problem in in-training evaluation", default=1)
     algo_preset: str | None = _help("named preset of the algorithm (e.g. sao: math, coding)", default=None)
     algo_args: dict = _help("algorithm config overrides (`--set algo.FIELD=VALUE`)", default_factory=dict)
     task_args: dict = _help("task constructor arguments (`--set task.ARG=VALUE`)", default_factory=dict)
@@ -167,8 +171,15 @@ def validate(config: RunConfig) -> None:
     for name in ("steps", "trajectories_per_step", "minibatches", "engine_slots", "nan_patience"):
         if getattr(config, name) < 1:
             raise UsageError(f"{name}: must be >= 1, got {getattr(config, name)}")
-    if config.max_staleness < 0 or config.checkpoint_every < 0:
-        raise UsageError("max_staleness and checkpoint_every must be >= 0")
+    if config.max_staleness < 0 or config.checkpoint_every < 0 or config.eval_every < 0:
+        raise UsageError("max_staleness, checkpoint_every and eval_every must be >= 0")
+    if config.eval_every and not config.eval_bench:
+        raise UsageError("eval_every is set but eval_bench is empty; name benchmarks with --eval-bench")
+    if config.eval_bench:
+        from benchmarks.registry import get_benchmark
+
+        for name in eval_benchmarks(config):
+            get_benchmark(name)
     if not 0 < config.top_p <= 1 or config.temperature < 0:
         raise UsageError("top_p must be in (0, 1] and temperature >= 0")
     registry.get(config.algo)  # unknown names raise "did you mean"
@@ -197,3 +208,8 @@ def make_algorithm(config: RunConfig):
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{config.algo} config: {exc}") from None
     return cls(algo_config)
+
+
+def eval_benchmarks(config: RunConfig) -> list[str]:
+    """The benchmark names of in-training evaluation."""
+    return [name.strip() for name in config.eval_bench.split(",") if name.strip()]

@@ -169,8 +169,12 @@ def train(config: RunConfig, run: RunDir, resume: Path | None = None, progress: 
     start, first_step = time.perf_counter(), learner.step
     last: dict[str, float] = {}
     try:
+        if config.eval_every and learner.step == 0 and is_main:
+            run.append_metrics({"step": 0, **evaluate_during_training(config, learner, tokenizer, run)})
         while learner.step < config.steps:
             last = _one_step(config, task, tokenizer, learner, engine, producer, sampling, start)
+            if is_main and config.eval_every and learner.step % config.eval_every == 0:
+                last.update(evaluate_during_training(config, learner, tokenizer, run))
             if is_main:
                 run.append_metrics(last)
                 if config.checkpoint_every and learner.step % config.checkpoint_every == 0 or learner.step == config.steps:
@@ -193,6 +197,27 @@ def train(config: RunConfig, run: RunDir, resume: Path | None = None, progress: 
     if is_main:
         run.write_summary(summary)
     return summary
+
+
+def evaluate_during_training(config: RunConfig, learner: Learner, tokenizer: Any, run: RunDir) -> dict[str, Any]:
+    """Evaluate the current policy on the configured benchmarks (the `bench eval` code path);
+    records go to evals/step_NNNNNN/, the returned metrics into metrics.jsonl."""
+    from bench.config import eval_benchmarks
+    from bench.evaluate import eval_metrics, evaluate, write_eval
+    from benchmarks.registry import get_benchmark
+
+    metrics: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    for name in eval_benchmarks(config):
+        result = evaluate(
+            learner.unwrapped_policy, tokenizer, get_benchmark(name), k=config.eval_k, limit=config.eval_limit,
+            sampling={"temperature": config.temperature, "top_p": config.top_p}, seed=config.seed, progress=False,
+            engine_slots=config.engine_slots, model_id=f"{run.path}@step{learner.step}",
+        )
+        write_eval(run.path / "evals" / f"step_{learner.step:06d}", result)
+        metrics.update(eval_metrics(result.summary))
+    metrics["time/eval_s"] = time.perf_counter() - t0
+    return metrics
 
 
 def _one_step(config, task, tokenizer, learner: Learner, engine, producer, sampling, start: float) -> dict[str, float]:

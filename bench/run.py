@@ -31,6 +31,12 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", dest="algo_preset", help="algorithm preset (e.g. sao: math, coding; ppo: vapo)")
     p.add_argument("--checkpoint-every", dest="checkpoint_every", type=int,
                    help="save a checkpoint every N steps (default: 20; the last step is always saved)")
+    p.add_argument("--eval-every", dest="eval_every", type=int,
+                   help="evaluate every N steps and before the first step (default: 0 = never); results in "
+                   "evals/step_NNNNNN/ and as eval/<bench>/ metrics")
+    p.add_argument("--eval-bench", dest="eval_bench", metavar="NAME[,NAME]",
+                   help="benchmarks for in-training evaluation (same code path as `bench eval`)")
+    p.add_argument("--eval-limit", dest="eval_limit", type=int, help="problems per in-training evaluation")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue RUN_DIR from its last checkpoint "
                    "(config from RUN_DIR; --steps may extend it)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
@@ -62,7 +68,8 @@ def run_from_cli(args: argparse.Namespace) -> int:
         print(f"resuming {run.path} from {checkpoint.name}")
     else:
         flags = {k: getattr(args, k) for k in (
-            "algo", "task", "model", "steps", "seed", "mode", "engine", "algo_preset", "checkpoint_every")}
+            "algo", "task", "model", "steps", "seed", "mode", "engine", "algo_preset", "checkpoint_every",
+            "eval_every", "eval_bench", "eval_limit")}
         file_layer = load_toml(args.config) if args.config else {}
         config = build_config(file_layer, {k: v for k, v in flags.items() if v is not None},
                               parse_set_options(args.set))

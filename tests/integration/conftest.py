@@ -24,9 +24,9 @@ def isolated_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def base_checkpoint(tmp_path_factory):
-    """A briefly pretrained tiny model: good enough to get some rewards, built in ~30 s."""
+    """A briefly pretrained tiny model: good enough to get some rewards, built in ~15 s."""
     from bench.pretrain import pretrain
 
     out = tmp_path_factory.mktemp("base") / "arith"
-    pretrain("arith", TASK_ARGS, seed=0, out=out, steps=100, progress=False)
+    pretrain("arith", TASK_ARGS, seed=0, out=out, steps=200, n_examples=4000, progress=False)
     return out

@@ -87,3 +87,16 @@ def test_critic_warmup_keeps_policy_frozen(base_checkpoint, tmp_path):
     before = _params(AutoModelForCausalLM.from_pretrained(base_checkpoint))
     after = _params(AutoModelForCausalLM.from_pretrained(run.checkpoint_dir(2) / "policy"))
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_in_training_evaluation_uses_the_eval_code_path(base_checkpoint, tmp_path):
+    config = _config("grpo", base_checkpoint, eval_every=2, eval_bench="arith", eval_limit=4, eval_k=2)
+    run, _ = _run(config, tmp_path)
+    metrics = run.read_metrics()
+    assert [m["step"] for m in metrics] == [0, 1, 2]  # step 0 = the base model, before any update
+    for m in (metrics[0], metrics[2]):
+        assert 0.0 <= m["eval/arith/avg_at_k"] <= 1.0 and "eval/arith/ci95_low" in m
+    assert "eval/arith/avg_at_k" not in metrics[1]
+    records = (run.path / "evals" / "step_000002" / "arith.jsonl").read_text().splitlines()
+    assert len(records) == 8  # 4 problems x k=2
+    assert (run.path / "evals" / "step_000000" / "arith.summary.json").is_file()

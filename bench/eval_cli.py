@@ -1,0 +1,199 @@
+"""`bench eval`: evaluate a checkpoint on one or more benchmarks and write the records.
+
+Checks the cheap things first (benchmark names, option values, data availability) so a bad
+command fails in seconds, before a model is loaded. `--model` accepts:
+- a run directory (it has `checkpoints/`): the policy of its latest checkpoint; the results
+  go to `<RUN_DIR>/evals/` unless `--out` says otherwise;
+- a checkpoint directory (it holds `policy/`, e.g. `runs/x/checkpoints/step_000040`): its policy;
+- `tiny`: the embedded model's base checkpoint for the arith task (pretrained on first use);
+- any other directory (transformers format) or a hub model id.
+Without `--out` and a run directory, results go to `evals/<timestamp>/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+ENGINES = ("torch", "vllm")  # bench.engines.base.ENGINE_NAMES, repeated so `bench --help` imports no torch
+
+
+def add_eval_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of `bench eval`."""
+    p.add_argument(
+        "--model", required=True, metavar="RUN_DIR|CHECKPOINT_DIR|MODEL_ID|tiny",
+        help="what to evaluate: a run directory (its latest checkpoint's policy), a checkpoint directory "
+        "(step_NNNNNN, its policy/), 'tiny' (the arith base checkpoint of the embedded model), or a model "
+        "directory / hub id",
+    )
+    p.add_argument(
+        "--bench", required=True, metavar="NAME[,NAME]",
+        help="benchmark(s) to evaluate on, comma-separated (e.g. arith, imo-answerbench, beyond-aime, aime25, gsm8k)",
+    )
+    p.add_argument("--k", type=int, default=4, help="samples per problem; avg@k averages over them (default: 4)")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="evaluate only the first N problems of each benchmark (default: all)")
+    p.add_argument("--engine", choices=ENGINES, default="torch",
+                   help="generation engine: torch (CPU or GPU) or vllm (GPU, gpu extra) (default: torch)")
+    p.add_argument("--temperature", type=float, default=None, metavar="T",
+                   help="sampling temperature, 0 = greedy (default: the benchmark's, 1.0 for all built-in ones)")
+    p.add_argument("--top-p", type=float, default=None, metavar="P",
+                   help="nucleus sampling threshold in (0, 1] (default: the benchmark's, 1.0 for all built-in ones)")
+    p.add_argument("--max-new-tokens", type=int, default=None, metavar="N",
+                   help="generation budget per sample (default: the benchmark's; always capped by the model's context)")
+    p.add_argument("--data", default=None, metavar="PATH",
+                   help="local copy of the benchmark data (csv/json/jsonl/parquet, official columns) instead of its "
+                   "pinned source; only with a single --bench")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="where to write <bench>.jsonl and <bench>.summary.json (default: RUN_DIR/evals/ for a run "
+                   "directory, else evals/<timestamp>/)")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="base seed; sample j of problem p uses derive_seed(seed, p, j) (default: 0)")
+    p.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
+
+
+def _bench_names(value: str) -> list[str]:
+    """`a, b,a` -> ["a", "b"] (order kept, duplicates dropped)."""
+    from bench.errors import UsageError
+
+    names = list(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    if not names:
+        raise UsageError("--bench needs at least one benchmark name")
+    return names
+
+
+def _check_options(args: argparse.Namespace, n_bench: int) -> None:
+    """Reject option values no evaluation accepts (one-line UsageError)."""
+    from bench.errors import UsageError
+
+    if args.k < 1:
+        raise UsageError(f"--k must be >= 1, got {args.k}")
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(f"--limit must be >= 1, got {args.limit}")
+    if args.temperature is not None and args.temperature < 0:
+        raise UsageError(f"--temperature must be >= 0, got {args.temperature}")
+    if args.top_p is not None and not 0 < args.top_p <= 1:
+        raise UsageError(f"--top-p must be in (0, 1], got {args.top_p}")
+    if args.max_new_tokens is not None and args.max_new_tokens < 1:
+        raise UsageError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+    if args.data is not None and n_bench != 1:
+        raise UsageError(f"--data is only valid with a single --bench (got {n_bench} benchmarks)")
+    if args.engine == "vllm":
+        import importlib.util
+
+        if importlib.util.find_spec("vllm") is None:
+            raise UsageError("the vllm engine needs vLLM, which is not installed: pip install -e .[gpu]")
+
+
+def resolve_model(spec: str) -> tuple[str, Path | None]:
+    """(what to load: a directory or a hub id, the run directory when `spec` is one).
+
+    Raises UsageError for a run directory without a checkpoint, or a checkpoint directory
+    without `policy/`.
+    """
+    from bench.errors import UsageError
+
+    if spec == "tiny":
+        from bench.pretrain import ensure_base_checkpoint
+
+        return str(ensure_base_checkpoint("arith")), None
+    path = Path(spec).expanduser()
+    if not path.is_dir():
+        return spec, None
+    if (path / "checkpoints").is_dir():
+        from bench.rundir import RunDir
+
+        latest = RunDir(path).latest_checkpoint()
+        if latest is None:
+            raise UsageError(f"run directory {path} has no checkpoint yet (no checkpoints/step_NNNNNN/)")
+        if not (latest / "policy").is_dir():
+            raise UsageError(f"checkpoint {latest} has no policy/ directory")
+        return str(latest / "policy"), path
+    if (path / "policy").is_dir():
+        return str(path / "policy"), None
+    if path.name.startswith("step_"):
+        raise UsageError(f"checkpoint {path} has no policy/ directory")
+    return str(path), None
+
+
+def _load_model(source: str, engine: str, progress: bool) -> tuple[Any, Any]:
+    """(model, tokenizer); on the GPU for the torch engine when one is present."""
+    import torch
+
+    from bench.models import load_model_and_tokenizer
+
+    if not progress:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    model, tokenizer = load_model_and_tokenizer(source)
+    if engine == "torch" and torch.cuda.is_available():
+        model = model.to("cuda")
+    return model, tokenizer
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def _print_results(summaries: list[dict[str, Any]], paths: list[tuple[Path, Path]]) -> None:
+    """The results table (scores in %), fallback notes, then the files written."""
+    rows = []
+    for s in summaries:
+        lo, hi = s["ci95"]
+        rows.append({
+            "benchmark": s["benchmark"], "n": str(s["n_problems"]), "k": str(s["k"]),
+            "avg@k": _pct(s["avg_at_k"]), "95% CI": f"[{_pct(lo)}, {_pct(hi)}]",
+            "pass@k": _pct(s["pass_at_k"][str(s["k"])]),
+        })
+    columns = ["benchmark", "n", "k", "avg@k", "95% CI", "pass@k"]
+    widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
+    print("  ".join(c.ljust(widths[c]) for c in columns))
+    print("  ".join("-" * widths[c] for c in columns))
+    for r in rows:
+        print("  ".join(r[c].ljust(widths[c]) for c in columns))
+    print("scores in %; 95% CI: normal approximation over per-problem pass@1 (bootstrap CI in the summary file)")
+    for s in summaries:
+        if s["n_string_fallback"]:
+            print(f"{s['benchmark']}: {s['n_string_fallback']} of {s['n_samples']} samples graded by the string fallback")
+    for records_path, summary_path in paths:
+        print(f"wrote {records_path}")
+        print(f"wrote {summary_path}")
+
+
+def eval_from_cli(args: argparse.Namespace) -> int:
+    """Handler of `bench eval`."""
+    from bench.evaluate import check_supported, evaluate, write_eval
+    from benchmarks.registry import get_benchmark
+
+    names = _bench_names(args.bench)
+    _check_options(args, len(names))
+    specs = [get_benchmark(n) for n in names]
+    for spec in specs:
+        check_supported(spec)
+    problems = {spec.name: spec.load(args.data, args.limit) for spec in specs}  # fails fast when offline
+
+    source, run_dir = resolve_model(args.model)
+    model, tokenizer = _load_model(source, args.engine, not args.no_progress)
+    if args.out is not None:
+        out = Path(args.out)
+    elif run_dir is not None:
+        out = run_dir / "evals"
+    else:
+        out = Path("evals") / time.strftime("%Y%m%d-%H%M%S")
+    model_id = str(Path(source).resolve()) if Path(source).is_dir() else source
+    sampling = {"temperature": args.temperature, "top_p": args.top_p, "max_new_tokens": args.max_new_tokens}
+
+    summaries, paths = [], []
+    for spec in specs:
+        result = evaluate(
+            model, tokenizer, spec, k=args.k, limit=args.limit, data_path=args.data, sampling=sampling,
+            engine=args.engine, seed=args.seed, progress=not args.no_progress, problems=problems[spec.name],
+            model_id=model_id,
+        )
+        paths.append(write_eval(out, result))
+        summaries.append(result.summary)
+    _print_results(summaries, paths)
+    return 0

@@ -1,0 +1,229 @@
+"""`bench perf`: a benchmark command (not a test) that prints ONE JSON object of throughput numbers.
+
+Sections (`--only` picks a subset), each the median of `--repeats` runs next to a peer measured
+in the same process, interleaved with ours, and their ratio:
+
+1. `engine`: TorchEngine tokens/s vs transformers `model.generate` at the same batch.
+2. `learner`: tokens/s of one GRPO policy update through `Learner.train_step`, next to a bare
+   PyTorch update (forward, log-probs, backward, AdamW step) on the same batch.
+3. `grpo_vs_trl`: seconds per GRPO step (generation + update) of our pieces vs TRL's GRPOTrainer.
+4. `async_vs_sync`: wall time of `bench.loop.train` in sync vs async mode, same trajectories.
+5. `sandbox`: the median overhead of running a program through `envs.sandbox`.
+
+Every number here is a wall-clock time on whatever machine runs it, shared or not: compare
+ratios measured in one invocation, not absolute numbers across invocations. Tests never assert
+on them. `--threads` sets torch's intra-op threads for ours and the peer alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+SECTIONS = ("engine", "learner", "grpo_vs_trl", "async_vs_sync", "sandbox")
+JSON_VERSION = 1
+
+
+# ---- measurement helpers (shared by the perf_* section modules) -------------------------------
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """(wall seconds, result) of one call."""
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def interleaved(ours: Callable[[], float], peer: Callable[[], float], repeats: int) -> tuple[list[float], list[float]]:
+    """Run each once to warm up, then `repeats` times each, alternating which goes first."""
+    ours(), peer()
+    runs_ours, runs_peer = [], []
+    for r in range(repeats):
+        if r % 2 == 0:
+            runs_ours.append(ours())
+            runs_peer.append(peer())
+        else:
+            runs_peer.append(peer())
+            runs_ours.append(ours())
+    return runs_ours, runs_peer
+
+
+def comparison(
+    metric: str, runs_ours: list[float], runs_peer: list[float], peer: str, ratio: str,
+    target: float | None = None, higher_is_better: bool = True, **extra: Any,
+) -> dict[str, Any]:
+    """A section's result: medians, the ratio (ours/peer, or peer/ours when `ratio` says so),
+    whether the target ratio is reached, and the raw runs."""
+    m_ours, m_peer = statistics.median(runs_ours), statistics.median(runs_peer)
+    value = m_peer / m_ours if ratio.startswith("peer") else m_ours / m_peer
+    out: dict[str, Any] = {
+        "metric": metric, "ours": m_ours, "peer": m_peer, "peer_name": peer,
+        "ratio": value, "ratio_definition": ratio,
+    }
+    if target is not None:
+        out["target"] = f"{'>=' if higher_is_better else '<='} {target}"
+        out["reached"] = value >= target if higher_is_better else value <= target
+    out["runs"] = {"ours": runs_ours, "peer": runs_peer}
+    out.update(extra)
+    return out
+
+
+def skipped(reason: str) -> dict[str, Any]:
+    """A section that could not run here."""
+    return {"skipped": True, "reason": reason}
+
+
+# ---- model, machine ----------------------------------------------------------------------------
+def load_bench_model(spec: str | None) -> tuple[Any, Any, dict[str, Any]]:
+    """(model in eval mode, tokenizer, description): `--model DIR` or a fresh random tiny model."""
+    from bench.models import load_model_and_tokenizer, new_tiny_model
+
+    if spec is None:
+        model, tokenizer = new_tiny_model(0)
+        source = "new_tiny_model(0): random init, the embedded tiny Llama and its character tokenizer"
+    else:
+        model, tokenizer = load_model_and_tokenizer(spec)
+        source = str(Path(spec).expanduser())
+    info = {
+        "source": source,
+        "model_type": model.config.model_type,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "dtype": str(next(model.parameters()).dtype),
+        "vocab_size": len(tokenizer),
+    }
+    return model.eval(), tokenizer, info
+
+
+def machine_info() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    from importlib import metadata
+
+    import torch
+
+    versions = {}
+    for name in ("torch", "transformers", "accelerate", "trl"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpus_available": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch_version": torch.__version__,
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "packages": versions,
+        "loadavg_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }
+
+
+# ---- the command ---------------------------------------------------------------------------------
+def add_perf_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of `bench perf`."""
+    p.add_argument("--repeats", type=int, default=5,
+                   help="timed runs per measurement; medians are reported (default: 5)")
+    p.add_argument("--quick", action="store_true",
+                   help="small sizes (batches, tokens, steps) for a fast smoke run, e.g. in tests")
+    p.add_argument("--only", metavar="NAME[,NAME]",
+                   help=f"comma-separated subset of sections to run (default: all): {', '.join(SECTIONS)}")
+    p.add_argument("--model", metavar="DIR",
+                   help="local transformers model directory to benchmark the engine, learner and TRL "
+                   "comparison with (default: a fresh random tiny model, new_tiny_model(0))")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch intra-op threads for every section, ours and peer alike; 0 keeps torch's "
+                   "default (default: 1, which suits the tiny model and a shared machine)")
+    p.add_argument("--out", metavar="FILE.json", help="also write the JSON object to this file")
+
+
+def _selected(only: str | None) -> list[str]:
+    from bench.errors import UsageError
+
+    if not only:
+        return list(SECTIONS)
+    names = [n.strip() for n in only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SECTIONS]
+    if unknown or not names:
+        raise UsageError(f"--only: unknown section(s) {', '.join(unknown) or '(none given)'}; "
+                         f"valid: {', '.join(SECTIONS)}")
+    return [n for n in SECTIONS if n in names]
+
+
+def run_perf(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the selected sections; the JSON-ready result."""
+    import torch
+
+    from bench.errors import UsageError
+
+    if args.repeats < 1:
+        raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
+    if args.threads < 0:
+        raise UsageError(f"--threads must be >= 0, got {args.threads}")
+    names = _selected(args.only)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    result: dict[str, Any] = {
+        "command": "bench perf", "json_version": JSON_VERSION,
+        "settings": {"repeats": args.repeats, "quick": bool(args.quick), "only": names, "threads": args.threads},
+        "machine": machine_info(),
+    }
+    needs_model = {"engine", "learner", "grpo_vs_trl"} & set(names)
+    model = tokenizer = None
+    if needs_model:
+        model, tokenizer, result["model"] = load_bench_model(args.model)
+    sections: dict[str, Any] = {}
+    for name in names:
+        start = time.perf_counter()
+        with contextlib.redirect_stdout(sys.stderr):  # stdout carries the JSON object only
+            sections[name] = _run_section(name, model, tokenizer, args)
+        sections[name]["section_seconds"] = time.perf_counter() - start
+    result["sections"] = sections
+    result["machine"]["loadavg_at_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    result["summary"] = {
+        name: {"ratio": s["ratio"], "target": s["target"], "reached": s["reached"]}
+        for name, s in sections.items() if "target" in s
+    }
+    return result
+
+
+def _run_section(name: str, model: Any, tokenizer: Any, args: argparse.Namespace) -> dict[str, Any]:
+    if name == "engine":
+        from bench.perf_model import engine_section
+
+        return engine_section(model, tokenizer, args.repeats, args.quick)
+    if name == "learner":
+        from bench.perf_model import learner_section
+
+        return learner_section(model, tokenizer, args.repeats, args.quick)
+    if name == "grpo_vs_trl":
+        from bench.perf_rl import grpo_vs_trl_section
+
+        return grpo_vs_trl_section(model, tokenizer, args.repeats, args.quick)
+    if name == "async_vs_sync":
+        from bench.perf_rl import async_vs_sync_section
+
+        return async_vs_sync_section(args.repeats, args.quick)
+    from bench.perf_rl import sandbox_section
+
+    return sandbox_section(args.repeats, args.quick)
+
+
+def perf_from_cli(args: argparse.Namespace) -> int:
+    """Handler of `bench perf`: run, print the JSON object, optionally write it to --out."""
+    result = run_perf(args)
+    text = json.dumps(result, indent=2, default=float)
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")
+    print(text)
+    return 0
