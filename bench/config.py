@@ -35,6 +35,9 @@ class RunConfig:
     task: str = _help("task name (see `bench tasks`)", default="arith")
     model: str = _help("'tiny' (embedded default), a local model directory, or a hub id", default="tiny")
     steps: int = _help("policy optimizer steps to train for", default=60)
+    max_minutes: float | None = _help(
+        "stop after the first step that ends past this many minutes of training (a wall-clock budget; "
+        "the final checkpoint is still written)", default=None)
     seed: int = _help("seed of everything (model init, sampling, problem draws)", default=0)
     mode: str = _help("'async': rollouts overlap training; 'sync': no overlap, staleness 0", default="async")
     engine: str = _help("rollout engine: 'torch' (CPU/GPU) or 'vllm' (GPU extra)", default="torch")

@@ -175,11 +175,15 @@ def train(config: RunConfig, run: RunDir, resume: Path | None = None, progress: 
             last = _one_step(config, task, tokenizer, learner, engine, producer, sampling, start)
             if is_main and config.eval_every and learner.step % config.eval_every == 0:
                 last.update(evaluate_during_training(config, learner, tokenizer, run))
+            out_of_time = _out_of_time(config, acc, start)
             if is_main:
                 run.append_metrics(last)
-                if config.checkpoint_every and learner.step % config.checkpoint_every == 0 or learner.step == config.steps:
+                if (config.checkpoint_every and learner.step % config.checkpoint_every == 0
+                        or learner.step == config.steps or out_of_time):
                     save_checkpoint(run, learner, tokenizer, learner.step)
             _advance(bar, last, learner.step - first_step, time.perf_counter() - start)
+            if out_of_time:
+                break
     finally:
         producer.close()
         worker.close()
@@ -197,6 +201,16 @@ def train(config: RunConfig, run: RunDir, resume: Path | None = None, progress: 
     if is_main:
         run.write_summary(summary)
     return summary
+
+
+def _out_of_time(config: RunConfig, acc: Any, start: float) -> bool:
+    """Whether the wall-clock budget is spent; agreed across ranks so that all stop together."""
+    if config.max_minutes is None:
+        return False
+    flag = torch.tensor([float(time.perf_counter() - start > 60 * config.max_minutes)])
+    if acc.num_processes > 1:
+        flag = acc.reduce(flag.to(acc.device), reduction="sum")
+    return bool(flag.item() > 0)
 
 
 def evaluate_during_training(config: RunConfig, learner: Learner, tokenizer: Any, run: RunDir) -> dict[str, Any]:

@@ -118,6 +118,18 @@ class Engine(ABC):
         """Release the model, caches and any worker the engine started."""
 
 
+def throughput_stats(counters: Mapping[str, float]) -> dict[str, float]:
+    """The shared part of every engine's `stats()`, from its counters (tokens, seconds,
+    active slot-steps, steps)."""
+    return {
+        "tokens_generated": float(counters["tokens"]),
+        "step_seconds": counters["seconds"],
+        "tokens_per_s": counters["tokens"] / counters["seconds"] if counters["seconds"] > 0 else 0.0,
+        "mean_active_slots": counters["active"] / counters["steps"] if counters["steps"] else 0.0,
+        "steps": float(counters["steps"]),
+    }
+
+
 def make_engine(name: str, model: Any, tokenizer: Any, **kwargs: Any) -> Engine:
     """Build an engine by name: "torch" (pure PyTorch, CPU or GPU) or "vllm" (GPU, gpu extra).
 

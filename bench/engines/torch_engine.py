@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from bench.engines.base import Completion, Engine, GenerationRequest
+from bench.engines.base import Completion, Engine, GenerationRequest, throughput_stats
 from bench.engines.llama_runner import _LlamaRunner
 from bench.models import pack
 
@@ -230,15 +230,7 @@ class TorchEngine(Engine):
 
     def stats(self) -> dict[str, float]:
         """tokens_generated, step_seconds, tokens_per_s, mean_active_slots, steps, weight_updates."""
-        c = self._counters
-        return {
-            "tokens_generated": float(c["tokens"]),
-            "step_seconds": c["seconds"],
-            "tokens_per_s": c["tokens"] / c["seconds"] if c["seconds"] > 0 else 0.0,
-            "mean_active_slots": c["active"] / c["steps"] if c["steps"] else 0.0,
-            "steps": float(c["steps"]),
-            "weight_updates": float(c["updates"]),
-        }
+        return {**throughput_stats(self._counters), "weight_updates": float(self._counters["updates"])}
 
     def close(self) -> None:
         """Drop all requests and free the cache."""

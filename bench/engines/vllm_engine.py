@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from bench.engines.base import Completion, Engine, GenerationRequest
+from bench.engines.base import Completion, Engine, GenerationRequest, throughput_stats
 from bench.errors import UsageError
 
 
@@ -130,14 +130,7 @@ class VLLMEngine(Engine):
 
     def stats(self) -> dict[str, float]:
         """tokens_generated, step_seconds, tokens_per_s, mean_active_slots, steps."""
-        c = self._counters
-        return {
-            "tokens_generated": float(c["tokens"]),
-            "step_seconds": c["seconds"],
-            "tokens_per_s": c["tokens"] / c["seconds"] if c["seconds"] > 0 else 0.0,
-            "mean_active_slots": c["active"] / c["steps"] if c["steps"] else 0.0,
-            "steps": float(c["steps"]),
-        }
+        return throughput_stats(self._counters)
 
     def close(self) -> None:
         """Shut vLLM down and delete the temporary model directory."""
