@@ -12,15 +12,7 @@ import json
 import sys
 
 from bench.errors import RunStopped, UsageError
-
-
-def _print_table(rows: list[dict], columns: list[str]) -> None:
-    """Print rows as an aligned plain-text table."""
-    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
-    print("  ".join(c.ljust(widths[c]) for c in columns))
-    print("  ".join("-" * widths[c] for c in columns))
-    for r in rows:
-        print("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in columns))
+from bench.tables import print_table
 
 
 def cmd_algos(args: argparse.Namespace) -> int:
@@ -36,7 +28,7 @@ def cmd_algos(args: argparse.Namespace) -> int:
     for r in rows:
         r["critic"] = "yes" if r["critic"] else "no"
         r["presets"] = ",".join(r["presets"]) or "-"
-    _print_table(rows, ["name", "rollouts_per_prompt", "critic", "presets", "source", "summary"])
+    print_table(rows, ["name", "rollouts_per_prompt", "critic", "presets", "source", "summary"])
     return 0
 
 
@@ -48,7 +40,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    _print_table(rows, ["name", "default_runtime", "summary"])
+    print_table(rows, ["name", "default_runtime", "summary"])
     return 0
 
 

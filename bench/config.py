@@ -12,10 +12,11 @@ import dataclasses
 import tomllib
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from algorithms.base import doc
 from bench.errors import UsageError
 
 MODES = ("async", "sync")
@@ -23,48 +24,44 @@ ENGINES = ("torch", "vllm")
 STALE_POLICIES = ("drop", "requeue")
 
 
-def _help(text: str, **kwargs: Any) -> Any:
-    return field(metadata={"help": text}, **kwargs)
-
-
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that defines a training run (written to the run dir as config.json)."""
 
-    algo: str = _help("algorithm name (see `bench algos`)", default="sao")
-    task: str = _help("task name (see `bench tasks`)", default="arith")
-    model: str = _help("'tiny' (embedded default), a local model directory, or a hub id", default="tiny")
-    steps: int = _help("policy optimizer steps to train for", default=60)
-    max_minutes: float | None = _help(
+    algo: str = doc("algorithm name (see `bench algos`)", default="sao")
+    task: str = doc("task name (see `bench tasks`)", default="arith")
+    model: str = doc("'tiny' (embedded default), a local model directory, or a hub id", default="tiny")
+    steps: int = doc("policy optimizer steps to train for", default=60)
+    max_minutes: float | None = doc(
         "stop after the first step that ends past this many minutes of training (a wall-clock budget; "
         "the final checkpoint is still written)", default=None)
-    seed: int = _help("seed of everything (model init, sampling, problem draws)", default=0)
-    mode: str = _help("'async': rollouts overlap training; 'sync': no overlap, staleness 0", default="async")
-    engine: str = _help("rollout engine: 'torch' (CPU/GPU) or 'vllm' (GPU extra)", default="torch")
-    trajectories_per_step: int = _help(
+    seed: int = doc("seed of everything (model init, sampling, problem draws)", default=0)
+    mode: str = doc("'async': rollouts overlap training; 'sync': no overlap, staleness 0", default="async")
+    engine: str = doc("rollout engine: 'torch' (CPU/GPU) or 'vllm' (GPU extra)", default="torch")
+    trajectories_per_step: int = doc(
         "trajectories per policy step (prompts x rollouts per prompt); the paper uses 128 for every "
         "algorithm (SAO 128x1, GRPO 16x8) so budgets match",
         default=32,
     )
-    max_staleness: int = _help("max policy versions between a token's sampling and its training", default=4)
-    stale_policy: str = _help("what to do with too-stale trajectories: 'drop' (counted) or 'requeue'", default="drop")
-    policy_lr: float | None = _help("policy learning rate (default: the model tier's; paper 1e-6)", default=None)
-    critic_lr: float | None = _help("critic learning rate (default: the model tier's; paper 5e-6)", default=None)
-    grad_clip: float = _help("max global grad norm for policy and critic", default=1.0)
-    minibatches: int = _help("optimizer steps per batch of trajectories (1 = one update per batch)", default=1)
-    temperature: float = _help("sampling temperature of rollouts", default=1.0)
-    top_p: float = _help("nucleus sampling threshold of rollouts", default=1.0)
-    max_new_tokens: int | None = _help("tokens per assistant turn (default: the task's)", default=None)
-    engine_slots: int = _help("concurrent sequences in the rollout engine (continuous batching)", default=64)
-    checkpoint_every: int = _help("save a checkpoint every N steps (0 = only at the end)", default=20)
-    nan_patience: int = _help("stop after this many consecutive non-finite losses (each is skipped)", default=3)
-    eval_every: int = _help("evaluate every N steps, and before the first (0 = never)", default=0)
-    eval_bench: str = _help("comma-separated benchmarks for in-training evaluation (see `bench eval`)", default="")
-    eval_limit: int | None = _help("problems per in-training evaluation (default: all)", default=None)
-    eval_k: int = _help("samples per problem in in-training evaluation", default=1)
-    algo_preset: str | None = _help("named preset of the algorithm (e.g. sao: math, coding)", default=None)
-    algo_args: dict = _help("algorithm config overrides (`--set algo.FIELD=VALUE`)", default_factory=dict)
-    task_args: dict = _help("task constructor arguments (`--set task.ARG=VALUE`)", default_factory=dict)
+    max_staleness: int = doc("max policy versions between a token's sampling and its training", default=4)
+    stale_policy: str = doc("what to do with too-stale trajectories: 'drop' (counted) or 'requeue'", default="drop")
+    policy_lr: float | None = doc("policy learning rate (default: the model tier's; paper 1e-6)", default=None)
+    critic_lr: float | None = doc("critic learning rate (default: the model tier's; paper 5e-6)", default=None)
+    grad_clip: float = doc("max global grad norm for policy and critic", default=1.0)
+    minibatches: int = doc("optimizer steps per batch of trajectories (1 = one update per batch)", default=1)
+    temperature: float = doc("sampling temperature of rollouts", default=1.0)
+    top_p: float = doc("nucleus sampling threshold of rollouts", default=1.0)
+    max_new_tokens: int | None = doc("tokens per assistant turn (default: the task's)", default=None)
+    engine_slots: int = doc("concurrent sequences in the rollout engine (continuous batching)", default=64)
+    checkpoint_every: int = doc("save a checkpoint every N steps (0 = only at the end)", default=20)
+    nan_patience: int = doc("stop after this many consecutive non-finite losses (each is skipped)", default=3)
+    eval_every: int = doc("evaluate every N steps, and before the first (0 = never)", default=0)
+    eval_bench: str = doc("comma-separated benchmarks for in-training evaluation (see `bench eval`)", default="")
+    eval_limit: int | None = doc("problems per in-training evaluation (default: all)", default=None)
+    eval_k: int = doc("samples per problem in in-training evaluation", default=1)
+    algo_preset: str | None = doc("named preset of the algorithm (e.g. sao: math, coding)", default=None)
+    algo_args: dict = doc("algorithm config overrides (`--set algo.FIELD=VALUE`)", default_factory=dict)
+    task_args: dict = doc("task constructor arguments (`--set task.ARG=VALUE`)", default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (config.json)."""

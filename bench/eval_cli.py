@@ -148,12 +148,9 @@ def _print_results(summaries: list[dict[str, Any]], paths: list[tuple[Path, Path
             "avg@k": _pct(s["avg_at_k"]), "95% CI": f"[{_pct(lo)}, {_pct(hi)}]",
             "pass@k": _pct(s["pass_at_k"][str(s["k"])]),
         })
-    columns = ["benchmark", "n", "k", "avg@k", "95% CI", "pass@k"]
-    widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
-    print("  ".join(c.ljust(widths[c]) for c in columns))
-    print("  ".join("-" * widths[c] for c in columns))
-    for r in rows:
-        print("  ".join(r[c].ljust(widths[c]) for c in columns))
+    from bench.tables import print_table
+
+    print_table(rows, ["benchmark", "n", "k", "avg@k", "95% CI", "pass@k"])
     print("scores in %; 95% CI: normal approximation over per-problem pass@1 (bootstrap CI in the summary file)")
     for s in summaries:
         if s["n_string_fallback"]:

@@ -13,6 +13,15 @@ from bench.errors import UsageError
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """Options of `bench run` (each maps to a RunConfig field; `--set` reaches all of them)."""
+    import dataclasses
+
+    from bench.config import RunConfig
+
+    fields = "\n".join(
+        f"  {f.name:<22} {f.metadata.get('help', '')}" for f in dataclasses.fields(RunConfig)
+    )
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = f"config fields (set with --set FIELD=VALUE or in --config FILE.toml):\n{fields}"
     p.add_argument("--algo", help="algorithm (see `bench algos`; default: sao)")
     p.add_argument("--task", help="task (see `bench tasks`; default: arith)")
     p.add_argument("--model", help="'tiny' (default: embedded model, pretrained on first use), a local "
