@@ -40,8 +40,8 @@ class RunConfig:
     engine: str = doc("rollout engine: 'torch' (CPU/GPU) or 'vllm' (GPU extra)", default="torch")
     trajectories_per_step: int = doc(
         "trajectories per policy step (prompts x rollouts per prompt); the paper uses 128 for every "
-        "algorithm (SAO 128x1, GRPO 16x8) so budgets match",
-        default=32,
+        "algorithm (SAO 128x1, GRPO 16x8) so budgets match; 64 here is what learned fastest on arith on 2 CPU cores",
+        default=64,
     )
     max_staleness: int = doc("max policy versions between a token's sampling and its training", default=4)
     stale_policy: str = doc("what to do with too-stale trajectories: 'drop' (counted) or 'requeue'", default="drop")

@@ -27,6 +27,10 @@ from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, LlamaCo
 
 from bench.tokenizer import build_tiny_tokenizer
 
+# transformers 5 draws a progress bar for every load and save of a checkpoint; in a training
+# loop that saves every few steps they drown the run's own progress bar.
+transformers.utils.logging.disable_progress_bar()
+
 # transformers renamed `torch_dtype` to `dtype` in 4.56; the gpu extra may pin an older one.
 _DTYPE_KW = "dtype" if tuple(int(x) for x in transformers.__version__.split(".")[:2]) >= (4, 56) else "torch_dtype"
 _HUB_PROBE_SECONDS = 2.0
