@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 RECIPE_VERSION = 2  # bump when the recipe (model shape, data, optimiser) changes
+DEFAULT_STEPS = 1000  # steps of the cached default recipe
 
 
 def cache_root() -> Path:
@@ -55,7 +56,7 @@ def pretrain(
     task_args: dict[str, Any],
     seed: int = 0,
     out: Path | None = None,
-    steps: int = 1000,
+    steps: int = DEFAULT_STEPS,
     batch_size: int = 64,
     lr: float = 3e-3,
     n_examples: int = 40000,
@@ -110,11 +111,16 @@ def pretrain(
     return info
 
 
-def _length_buckets(examples: list[tuple[list[int], list[int]]], width: int = 16) -> dict[int, list[int]]:
-    """Example indices grouped by total length (in steps of `width` tokens)."""
+def _bucket_of(example: tuple[list[int], list[int]], width: int = 16) -> int:
+    """The length bucket of an example: its total length in steps of `width` tokens."""
+    return (len(example[0]) + len(example[1])) // width
+
+
+def _length_buckets(examples: list[tuple[list[int], list[int]]]) -> dict[int, list[int]]:
+    """Example indices grouped by `_bucket_of`."""
     buckets: dict[int, list[int]] = {}
-    for i, (p, c) in enumerate(examples):
-        buckets.setdefault((len(p) + len(c)) // width, []).append(i)
+    for i, example in enumerate(examples):
+        buckets.setdefault(_bucket_of(example), []).append(i)
     return buckets
 
 
@@ -123,8 +129,7 @@ def _sample_batch(examples, buckets: dict[int, list[int]], batch_size: int, rng:
     from its length bucket. Each example is still drawn with equal probability on average,
     but a batch is padded to ~its own length instead of the longest problem's, which halves
     the cost on arith's heavy-tailed lengths."""
-    anchor = rng.randrange(len(examples))
-    bucket = buckets[(len(examples[anchor][0]) + len(examples[anchor][1])) // 16]
+    bucket = buckets[_bucket_of(examples[rng.randrange(len(examples))])]
     return [examples[bucket[rng.randrange(len(bucket))]] for _ in range(batch_size)]
 
 
@@ -146,7 +151,7 @@ def add_pretrain_arguments(p: argparse.ArgumentParser) -> None:
     """Options of `bench pretrain`."""
     p.add_argument("--task", default="arith", help="task whose demonstrations to clone (default: arith)")
     p.add_argument("--seed", type=int, default=0, help="seed of model init and data order (default: 0)")
-    p.add_argument("--steps", type=int, default=1000,
+    p.add_argument("--steps", type=int, default=DEFAULT_STEPS,
                    help="optimizer steps (default: 1000, ~2 min on 2 idle cores; a non-default value "
                    "needs --out, since the cache holds the default recipe)")
     p.add_argument("--out", default=None, help="write the checkpoint here instead of the cache")
@@ -161,7 +166,7 @@ def pretrain_from_cli(args: argparse.Namespace) -> int:
     get_task_class(args.task)
     if args.steps < 1:
         raise UsageError(f"--steps must be >= 1, got {args.steps}")
-    if args.steps != 1000 and not args.out:
+    if args.steps != DEFAULT_STEPS and not args.out:
         raise UsageError("--steps other than the default recipe's 1000 needs --out DIR (the cache holds the default)")
     out = Path(args.out) if args.out else base_checkpoint_path(args.task, {}, args.seed)
     if (out / "config.json").exists() and not args.force:

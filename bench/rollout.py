@@ -15,7 +15,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bench.chat import render_observation, render_prompt
@@ -139,7 +139,7 @@ async def run_episode(
         if budget <= 0:
             traj.truncated = True
             break
-        turn_sampling = sampling if budget >= sampling.max_new_tokens else _with_max(sampling, budget)
+        turn_sampling = sampling if budget >= sampling.max_new_tokens else replace(sampling, max_new_tokens=budget)
         request = GenerationRequest(
             request_id=f"{key}/g{group_id}/s{seed}/t{turn}",
             prompt_ids=prompt_ids + traj.response_ids,
@@ -159,12 +159,6 @@ async def run_episode(
         traj.truncated = True  # turn limit reached without the env finishing: reward stays 0
     traj.seconds = time.perf_counter() - start
     return traj
-
-
-def _with_max(sampling: SamplingParams, max_new_tokens: int) -> SamplingParams:
-    from dataclasses import replace
-
-    return replace(sampling, max_new_tokens=max_new_tokens)
 
 
 class RolloutProducer:

@@ -107,12 +107,7 @@ def run_from_cli(args: argparse.Namespace) -> int:
 
 def _process_state():
     """accelerate's view of this process (rank, world size); single process when not launched."""
+    import torch
     from accelerate import PartialState
 
-    return PartialState(cpu=True) if not _cuda() else PartialState()
-
-
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
+    return PartialState(cpu=not torch.cuda.is_available())

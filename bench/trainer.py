@@ -31,7 +31,6 @@ class LearnerBatch:
     packed: PackedBatch
     action_mask_B_T: torch.Tensor  # [B, T] float
     rollout_logp_B_T: torch.Tensor  # [B, T]
-    versions_B_T: torch.Tensor  # [B, T] long, -1 on observations and padding
     traj: Trajectories
 
 
@@ -44,12 +43,12 @@ def build_batch(trajectories: list[Trajectory], pad_id: int, max_response_tokens
     packed = pack([t.prompt_ids for t in trajectories], [t.response_ids for t in trajectories], pad_id)
     T = packed.response_len
     action_mask_B_T = _pad([list(map(float, t.action_mask)) for t in trajectories], T, 0.0, torch.float32)
-    group_ids = sorted({t.group_id for t in trajectories}, key=[t.group_id for t in trajectories].index)
+    group_index = {g: i for i, g in enumerate(dict.fromkeys(t.group_id for t in trajectories))}  # first-seen order
     traj = Trajectories(
         rewards_B=torch.tensor([t.reward for t in trajectories], dtype=torch.float32),
         action_mask_B_T=action_mask_B_T,
         response_mask_B_T=packed.response_mask_B_T.float(),
-        group_index_B=torch.tensor([group_ids.index(t.group_id) for t in trajectories]),
+        group_index_B=torch.tensor([group_index[t.group_id] for t in trajectories]),
         prompt_keys=[t.prompt_key for t in trajectories],
         max_response_tokens=max_response_tokens,
         truncated_B=torch.tensor([t.truncated for t in trajectories]),
@@ -58,7 +57,6 @@ def build_batch(trajectories: list[Trajectory], pad_id: int, max_response_tokens
         packed=packed,
         action_mask_B_T=action_mask_B_T,
         rollout_logp_B_T=_pad([t.rollout_logp for t in trajectories], T, 0.0, torch.float32),
-        versions_B_T=_pad([t.versions for t in trajectories], T, -1, torch.long),
         traj=traj,
     )
 
@@ -131,7 +129,7 @@ class Learner:
         algo, traj, packed = self.algo, batch.traj, batch.packed
         metrics: dict[str, float] = {}
         old_values_B_T = None
-        if "values" in algo.needs or algo.critic is not None:
+        if algo.critic is not None:  # values are the critic's; `needs` "values" implies a critic
             with torch.no_grad():
                 old_values_B_T = self.critic(packed) * batch.action_mask_B_T  # [B, T]
             traj.values_B_T = old_values_B_T
@@ -162,10 +160,9 @@ class Learner:
         old_logp = self._no_grad_logp(self.policy, packed) if "old_logp" in needs else None
         ref_logp = self._no_grad_logp(self.ref, packed) if self.ref is not None else None
         B = packed.input_ids_B_L.shape[0]
-        order = torch.arange(B)
+        chunks = torch.chunk(torch.arange(B), min(self.minibatches, B))
         sums: dict[str, float] = {}
         updated = False
-        chunks = torch.chunk(order, min(self.minibatches, B))
         for chunk in chunks:
             mb = _slice_packed(packed, chunk)
             logp_B_T, entropy_B_T = response_logprobs(self.policy, mb, temperature=self.temperature, with_entropy=True)
