@@ -118,7 +118,9 @@ def get(name: str) -> type[Algorithm]:
     if entry.cls is None:
         entry.cls = _load_target(entry.target)
         if entry.cls.name != name:
-            raise RegistryError(f"{entry.target} declares name {entry.cls.name!r} but is registered as {name!r}")
+            raise RegistryError(
+                f"{entry.target} declares name {entry.cls.name!r} but is registered as {name!r}"
+            )
     return entry.cls
 
 

@@ -123,7 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     from bench.eval_cli import add_eval_arguments
 
-    p = sub.add_parser("eval", help="evaluate a checkpoint on benchmarks; writes records and a summary per benchmark")
+    p = sub.add_parser(
+        "eval", help="evaluate a checkpoint on benchmarks; writes records and a summary per benchmark"
+    )
     add_eval_arguments(p)
     p.set_defaults(func=cmd_eval)
 
@@ -165,7 +167,14 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     from benchmarks.registry import UnknownBenchmarkError
     from envs.registry import UnknownTaskError
 
-    return (UsageError, RegistryError, UnknownTaskError, ModelLoadError, UnknownBenchmarkError, BenchmarkDataError)
+    return (
+        UsageError,
+        RegistryError,
+        UnknownTaskError,
+        ModelLoadError,
+        UnknownBenchmarkError,
+        BenchmarkDataError,
+    )
 
 
 if __name__ == "__main__":

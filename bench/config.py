@@ -34,7 +34,9 @@ class RunConfig:
     steps: int = doc("policy optimizer steps to train for", default=60)
     max_minutes: float | None = doc(
         "stop after the first step that ends past this many minutes of training (a wall-clock budget; "
-        "the final checkpoint is still written)", default=None)
+        "the final checkpoint is still written)",
+        default=None,
+    )
     seed: int = doc("seed of everything (model init, sampling, problem draws)", default=0)
     mode: str = doc("'async': rollouts overlap training; 'sync': no overlap, staleness 0", default="async")
     engine: str = doc("rollout engine: 'torch' (CPU/GPU) or 'vllm' (GPU extra)", default="torch")
@@ -44,9 +46,15 @@ class RunConfig:
         default=64,
     )
     max_staleness: int = doc("max policy versions between a token's sampling and its training", default=4)
-    stale_policy: str = doc("what to do with too-stale trajectories: 'drop' (counted) or 'requeue'", default="drop")
-    policy_lr: float | None = doc("policy learning rate (default: the model tier's; paper 1e-6)", default=None)
-    critic_lr: float | None = doc("critic learning rate (default: the model tier's; paper 5e-6)", default=None)
+    stale_policy: str = doc(
+        "what to do with too-stale trajectories: 'drop' (counted) or 'requeue'", default="drop"
+    )
+    policy_lr: float | None = doc(
+        "policy learning rate (default: the model tier's; paper 1e-6)", default=None
+    )
+    critic_lr: float | None = doc(
+        "critic learning rate (default: the model tier's; paper 5e-6)", default=None
+    )
     grad_clip: float = doc("max global grad norm for policy and critic", default=1.0)
     minibatches: int = doc("optimizer steps per batch of trajectories (1 = one update per batch)", default=1)
     temperature: float = doc("sampling temperature of rollouts", default=1.0)
@@ -56,7 +64,9 @@ class RunConfig:
     checkpoint_every: int = doc("save a checkpoint every N steps (0 = only at the end)", default=20)
     nan_patience: int = doc("stop after this many consecutive non-finite losses (each is skipped)", default=3)
     eval_every: int = doc("evaluate every N steps, and before the first (0 = never)", default=0)
-    eval_bench: str = doc("comma-separated benchmarks for in-training evaluation (see `bench eval`)", default="")
+    eval_bench: str = doc(
+        "comma-separated benchmarks for in-training evaluation (see `bench eval`)", default=""
+    )
     eval_limit: int | None = doc("problems per in-training evaluation (default: all)", default=None)
     eval_k: int = doc("samples per problem in in-training evaluation", default=1)
     algo_preset: str | None = doc("named preset of the algorithm (e.g. sao: math, coding)", default=None)

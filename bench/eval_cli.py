@@ -23,34 +23,77 @@ ENGINES = ("torch", "vllm")  # bench.engines.base.ENGINE_NAMES, repeated so `ben
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     """Options of `bench eval`."""
     p.add_argument(
-        "--model", required=True, metavar="RUN_DIR|CHECKPOINT_DIR|MODEL_ID|tiny",
+        "--model",
+        required=True,
+        metavar="RUN_DIR|CHECKPOINT_DIR|MODEL_ID|tiny",
         help="what to evaluate: a run directory (its latest checkpoint's policy), a checkpoint directory "
         "(step_NNNNNN, its policy/), 'tiny' (the arith base checkpoint of the embedded model), or a model "
         "directory / hub id",
     )
     p.add_argument(
-        "--bench", required=True, metavar="NAME[,NAME]",
+        "--bench",
+        required=True,
+        metavar="NAME[,NAME]",
         help="benchmark(s) to evaluate on, comma-separated (e.g. arith, imo-answerbench, beyond-aime, aime25, gsm8k)",
     )
-    p.add_argument("--k", type=int, default=4, help="samples per problem; avg@k averages over them (default: 4)")
-    p.add_argument("--limit", type=int, default=None, metavar="N",
-                   help="evaluate only the first N problems of each benchmark (default: all)")
-    p.add_argument("--engine", choices=ENGINES, default="torch",
-                   help="generation engine: torch (CPU or GPU) or vllm (GPU, gpu extra) (default: torch)")
-    p.add_argument("--temperature", type=float, default=None, metavar="T",
-                   help="sampling temperature, 0 = greedy (default: the benchmark's, 1.0 for all built-in ones)")
-    p.add_argument("--top-p", type=float, default=None, metavar="P",
-                   help="nucleus sampling threshold in (0, 1] (default: the benchmark's, 1.0 for all built-in ones)")
-    p.add_argument("--max-new-tokens", type=int, default=None, metavar="N",
-                   help="generation budget per sample (default: the benchmark's; always capped by the model's context)")
-    p.add_argument("--data", default=None, metavar="PATH",
-                   help="local copy of the benchmark data (csv/json/jsonl/parquet, official columns) instead of its "
-                   "pinned source; only with a single --bench")
-    p.add_argument("--out", default=None, metavar="DIR",
-                   help="where to write <bench>.jsonl and <bench>.summary.json (default: RUN_DIR/evals/ for a run "
-                   "directory, else evals/<timestamp>/)")
-    p.add_argument("--seed", type=int, default=0, metavar="S",
-                   help="base seed; sample j of problem p uses derive_seed(seed, p, j) (default: 0)")
+    p.add_argument(
+        "--k", type=int, default=4, help="samples per problem; avg@k averages over them (default: 4)"
+    )
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help="evaluate only the first N problems of each benchmark (default: all)",
+    )
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="torch",
+        help="generation engine: torch (CPU or GPU) or vllm (GPU, gpu extra) (default: torch)",
+    )
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        metavar="T",
+        help="sampling temperature, 0 = greedy (default: the benchmark's, 1.0 for all built-in ones)",
+    )
+    p.add_argument(
+        "--top-p",
+        type=float,
+        default=None,
+        metavar="P",
+        help="nucleus sampling threshold in (0, 1] (default: the benchmark's, 1.0 for all built-in ones)",
+    )
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help="generation budget per sample (default: the benchmark's; always capped by the model's context)",
+    )
+    p.add_argument(
+        "--data",
+        default=None,
+        metavar="PATH",
+        help="local copy of the benchmark data (csv/json/jsonl/parquet, official columns) instead of its "
+        "pinned source; only with a single --bench",
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="where to write <bench>.jsonl and <bench>.summary.json (default: RUN_DIR/evals/ for a run "
+        "directory, else evals/<timestamp>/)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="S",
+        help="base seed; sample j of problem p uses derive_seed(seed, p, j) (default: 0)",
+    )
     p.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
 
 
@@ -143,18 +186,27 @@ def _print_results(summaries: list[dict[str, Any]], paths: list[tuple[Path, Path
     rows = []
     for s in summaries:
         lo, hi = s["ci95"]
-        rows.append({
-            "benchmark": s["benchmark"], "n": str(s["n_problems"]), "k": str(s["k"]),
-            "avg@k": _pct(s["avg_at_k"]), "95% CI": f"[{_pct(lo)}, {_pct(hi)}]",
-            "pass@k": _pct(s["pass_at_k"][str(s["k"])]),
-        })
+        rows.append(
+            {
+                "benchmark": s["benchmark"],
+                "n": str(s["n_problems"]),
+                "k": str(s["k"]),
+                "avg@k": _pct(s["avg_at_k"]),
+                "95% CI": f"[{_pct(lo)}, {_pct(hi)}]",
+                "pass@k": _pct(s["pass_at_k"][str(s["k"])]),
+            }
+        )
     from bench.tables import print_table
 
     print_table(rows, ["benchmark", "n", "k", "avg@k", "95% CI", "pass@k"])
-    print("scores in %; 95% CI: normal approximation over per-problem pass@1 (bootstrap CI in the summary file)")
+    print(
+        "scores in %; 95% CI: normal approximation over per-problem pass@1 (bootstrap CI in the summary file)"
+    )
     for s in summaries:
         if s["n_string_fallback"]:
-            print(f"{s['benchmark']}: {s['n_string_fallback']} of {s['n_samples']} samples graded by the string fallback")
+            print(
+                f"{s['benchmark']}: {s['n_string_fallback']} of {s['n_samples']} samples graded by the string fallback"
+            )
     for records_path, summary_path in paths:
         print(f"wrote {records_path}")
         print(f"wrote {summary_path}")
@@ -186,8 +238,17 @@ def eval_from_cli(args: argparse.Namespace) -> int:
     summaries, paths = [], []
     for spec in specs:
         result = evaluate(
-            model, tokenizer, spec, k=args.k, limit=args.limit, data_path=args.data, sampling=sampling,
-            engine=args.engine, seed=args.seed, progress=not args.no_progress, problems=problems[spec.name],
+            model,
+            tokenizer,
+            spec,
+            k=args.k,
+            limit=args.limit,
+            data_path=args.data,
+            sampling=sampling,
+            engine=args.engine,
+            seed=args.seed,
+            progress=not args.no_progress,
+            problems=problems[spec.name],
             model_id=model_id,
         )
         paths.append(write_eval(out, result))

@@ -94,7 +94,9 @@ def check_supported(spec: BenchmarkSpec) -> None:
         )
 
 
-def resolve_sampling(spec: BenchmarkSpec, sampling: Mapping[str, Any] | SamplingParams | None) -> SamplingParams:
+def resolve_sampling(
+    spec: BenchmarkSpec, sampling: Mapping[str, Any] | SamplingParams | None
+) -> SamplingParams:
     """The sampling settings of an eval: `spec.sampling` with the non-None overrides applied.
 
     `sampling` is a mapping with any of `temperature`, `top_p`, `max_new_tokens` (None values
@@ -108,9 +110,17 @@ def resolve_sampling(spec: BenchmarkSpec, sampling: Mapping[str, Any] | Sampling
         overrides = dict(sampling or {})
         unknown = sorted(set(overrides) - set(SAMPLING_KEYS))
         if unknown:
-            raise UsageError(f"unknown sampling setting(s) {', '.join(unknown)}; valid: {', '.join(SAMPLING_KEYS)}")
-    values = {k: spec.sampling.as_dict()[k] if overrides.get(k) is None else overrides[k] for k in SAMPLING_KEYS}
-    temperature, top_p, max_new = float(values["temperature"]), float(values["top_p"]), values["max_new_tokens"]
+            raise UsageError(
+                f"unknown sampling setting(s) {', '.join(unknown)}; valid: {', '.join(SAMPLING_KEYS)}"
+            )
+    values = {
+        k: spec.sampling.as_dict()[k] if overrides.get(k) is None else overrides[k] for k in SAMPLING_KEYS
+    }
+    temperature, top_p, max_new = (
+        float(values["temperature"]),
+        float(values["top_p"]),
+        values["max_new_tokens"],
+    )
     if temperature < 0:
         raise UsageError(f"temperature must be >= 0, got {temperature}")
     if not 0 < top_p <= 1:
@@ -170,7 +180,9 @@ def evaluate(
         room = params.max_new_tokens if not context else min(params.max_new_tokens, context - len(prompt_ids))
         sample_params = params if room == params.max_new_tokens else _with_budget(params, room)
         for j in range(k):
-            requests.append(GenerationRequest(f"{i}/{j}", prompt_ids, sample_params, derive_seed(seed, problem.key, j)))
+            requests.append(
+                GenerationRequest(f"{i}/{j}", prompt_ids, sample_params, derive_seed(seed, problem.key, j))
+            )
 
     start = time.perf_counter()
     outputs = _generate(model, tokenizer, engine, requests, engine_slots, progress, f"eval {spec.name}")
@@ -233,7 +245,11 @@ def _generate(
                 eng.submit(r)
                 started[r.request_id] = time.perf_counter()
             for c in eng.step():
-                out[c.request_id] = (list(c.token_ids), c.finish_reason, time.perf_counter() - started.pop(c.request_id))
+                out[c.request_id] = (
+                    list(c.token_ids),
+                    c.finish_reason,
+                    time.perf_counter() - started.pop(c.request_id),
+                )
                 if bar is not None:
                     bar.update(1)
     finally:
@@ -293,7 +309,9 @@ def _provenance(
 
     env = environment_info(seed)
     if model_id is None:
-        model_id = getattr(model, "name_or_path", None) or getattr(getattr(model, "config", None), "_name_or_path", None)
+        model_id = getattr(model, "name_or_path", None) or getattr(
+            getattr(model, "config", None), "_name_or_path", None
+        )
     return {
         **spec.provenance(problems, data_path),
         "limit": limit,
@@ -308,7 +326,8 @@ def _provenance(
         "seed": seed,
         "per_sample_seed": "derive_seed(seed, problem_id, sample_index)",
         "model": model_id or None,
-        "model_context": int(getattr(getattr(model, "config", None), "max_position_embeddings", 0) or 0) or None,
+        "model_context": int(getattr(getattr(model, "config", None), "max_position_embeddings", 0) or 0)
+        or None,
         "git_commit": env["git_commit"],
         "git_dirty": env["git_dirty"],
         "environment": env,
@@ -339,7 +358,9 @@ def summarize(
     normal = stats.mean_stderr_ci(pass1)
     boot = stats.bootstrap_ci(pass1, seed=seed)
     ks = sorted({1, k})
-    pass_at = {str(kk): float(sum(stats.pass_at_k(k, sum(c), kk) for c in correct) / len(correct)) for kk in ks}
+    pass_at = {
+        str(kk): float(sum(stats.pass_at_k(k, sum(c), kk) for c in correct) / len(correct)) for kk in ks
+    }
     methods = Counter(r["grader_method"] for r in records)
     tokens = [int(r["tokens"]) for r in records]
     return {
@@ -385,7 +406,10 @@ def write_eval(out_dir: str | Path, result: EvalResult) -> tuple[Path, Path]:
     records_path = out / f"{result.benchmark}.jsonl"
     summary_path = out / f"{result.benchmark}.summary.json"
     lines = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in result.records)
-    for path, text in ((records_path, lines), (summary_path, json.dumps(result.summary, indent=2, default=str) + "\n")):
+    for path, text in (
+        (records_path, lines),
+        (summary_path, json.dumps(result.summary, indent=2, default=str) + "\n"),
+    ):
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)

@@ -44,7 +44,9 @@ class BatchCounters:
     groups: list[Group] = field(default_factory=list)
 
 
-def collect_batch(producer: RolloutProducer, learner: Learner, config: RunConfig, max_staleness: int) -> BatchCounters:
+def collect_batch(
+    producer: RolloutProducer, learner: Learner, config: RunConfig, max_staleness: int
+) -> BatchCounters:
     """Take groups from the producer until `trajectories_per_step` are accepted."""
     out = BatchCounters()
     have = rejected_in_a_row = 0
@@ -83,12 +85,20 @@ def collect_batch(producer: RolloutProducer, learner: Learner, config: RunConfig
 
 
 def batch_metrics(groups: list[Group], version: int) -> dict[str, float]:
-    """Reward, length and staleness statistics of an accepted batch."""
+    """Reward, length and staleness statistics of an accepted batch, plus the means of the
+    metrics that episodes report in `info["metrics"]` (a dict of metric name -> number)."""
     trajs = [t for g in groups for t in g.trajectories]
     rewards = [t.reward for t in trajs]
     staleness = [version - v for t in trajs for v in t.versions if v >= 0]
     lengths = [sum(t.action_mask) for t in trajs]
+    # envs may report their own per-episode metrics (e.g. the drift wrapper's reward/phase_k,
+    # tool-call counts): each is averaged over the trajectories that report it
+    reported: dict[str, list[float]] = {}
+    for t in trajs:
+        for key, value in (t.info.get("metrics") or {}).items():
+            reported.setdefault(key, []).append(float(value))
     return {
+        **{key: statistics.fmean(values) for key, values in sorted(reported.items())},
         "reward/mean": statistics.fmean(rewards),
         "reward/std": statistics.pstdev(rewards),
         "rollout/tokens": float(sum(len(t.response_ids) for t in trajs)),
@@ -125,8 +135,15 @@ def _make_learner(config: RunConfig, resume: Path | None):
     policy, tokenizer = load_policy_for_run(config, task, None if resume is None else resume / "policy")
     policy_lr, critic_lr = resolve_learning_rates(config, algo, policy)
     learner = Learner(
-        algo, policy, policy_lr, critic_lr, config.grad_clip, config.minibatches,
-        config.temperature, config.nan_patience, accelerator,
+        algo,
+        policy,
+        policy_lr,
+        critic_lr,
+        config.grad_clip,
+        config.minibatches,
+        config.temperature,
+        config.nan_patience,
+        accelerator,
     )
     if resume is not None:
         if learner.unwrapped_critic is not None:
@@ -136,7 +153,9 @@ def _make_learner(config: RunConfig, resume: Path | None):
     return task, tokenizer, learner
 
 
-def train(config: RunConfig, run: RunDir, resume: Path | None = None, progress: bool = True) -> dict[str, Any]:
+def train(
+    config: RunConfig, run: RunDir, resume: Path | None = None, progress: bool = True
+) -> dict[str, Any]:
     """Run (or resume) training as configured; returns the summary written to summary.json.
 
     Under `accelerate launch` every rank runs its own engine and producer on its own problem
@@ -148,19 +167,30 @@ def train(config: RunConfig, run: RunDir, resume: Path | None = None, progress: 
     is_main = acc.is_main_process
     if resume is not None and is_main:
         run.truncate_metrics(learner.step)
-    engine = make_engine(config.engine, copy.deepcopy(learner.unwrapped_policy).eval(), tokenizer,
-                         max_batch_size=config.engine_slots)
+    engine = make_engine(
+        config.engine,
+        copy.deepcopy(learner.unwrapped_policy).eval(),
+        tokenizer,
+        max_batch_size=config.engine_slots,
+    )
     engine.update_weights(learner.unwrapped_policy.state_dict(), learner.version)
     worker = EngineWorker(engine)
     sync = config.mode == "sync"
     sampling = SamplingParams(
-        temperature=config.temperature, top_p=config.top_p,
-        max_new_tokens=config.max_new_tokens or task.max_new_tokens, stop=tuple(task.stop),
+        temperature=config.temperature,
+        top_p=config.top_p,
+        max_new_tokens=config.max_new_tokens or task.max_new_tokens,
+        stop=tuple(task.stop),
     )
     rank_seed = config.seed if acc.num_processes == 1 else derive_seed(config.seed, "rank", acc.process_index)
     producer = RolloutProducer(
-        task, worker, tokenizer, sampling, learner.algo.group_size,
-        capacity=config.trajectories_per_step * (1 if sync else 2), seed=rank_seed,
+        task,
+        worker,
+        tokenizer,
+        sampling,
+        learner.algo.group_size,
+        capacity=config.trajectories_per_step * (1 if sync else 2),
+        seed=rank_seed,
         max_context_tokens=int(getattr(learner.unwrapped_policy.config, "max_position_embeddings", 2048)),
         first_group_id=learner.step * 1_000_000,
     )
@@ -178,8 +208,12 @@ def train(config: RunConfig, run: RunDir, resume: Path | None = None, progress: 
             out_of_time = _out_of_time(config, acc, start)
             if is_main:
                 run.append_metrics(last)
-                if (config.checkpoint_every and learner.step % config.checkpoint_every == 0
-                        or learner.step == config.steps or out_of_time):
+                if (
+                    config.checkpoint_every
+                    and learner.step % config.checkpoint_every == 0
+                    or learner.step == config.steps
+                    or out_of_time
+                ):
                     save_checkpoint(run, learner, tokenizer, learner.step)
             _advance(bar, last, learner.step - first_step, time.perf_counter() - start)
             if out_of_time:
@@ -191,8 +225,10 @@ def train(config: RunConfig, run: RunDir, resume: Path | None = None, progress: 
         if bar is not None:
             bar.close()
     summary = {
-        "steps": learner.step, "policy_version": learner.version,
-        "wall_s": time.perf_counter() - start, "final": last,
+        "steps": learner.step,
+        "policy_version": learner.version,
+        "wall_s": time.perf_counter() - start,
+        "final": last,
         "nonfinite_skipped": learner.nonfinite_total,
         "frozen_critic_params": learner.frozen_critic_params,
         "world_size": acc.num_processes,
@@ -213,7 +249,9 @@ def _out_of_time(config: RunConfig, acc: Any, start: float) -> bool:
     return bool(flag.item() > 0)
 
 
-def evaluate_during_training(config: RunConfig, learner: Learner, tokenizer: Any, run: RunDir) -> dict[str, Any]:
+def evaluate_during_training(
+    config: RunConfig, learner: Learner, tokenizer: Any, run: RunDir
+) -> dict[str, Any]:
     """Evaluate the current policy on the configured benchmarks (the `bench eval` code path);
     records go to evals/step_NNNNNN/, the returned metrics into metrics.jsonl."""
     from bench.config import eval_benchmarks
@@ -224,9 +262,16 @@ def evaluate_during_training(config: RunConfig, learner: Learner, tokenizer: Any
     t0 = time.perf_counter()
     for name in eval_benchmarks(config):
         result = evaluate(
-            learner.unwrapped_policy, tokenizer, get_benchmark(name), k=config.eval_k, limit=config.eval_limit,
-            sampling={"temperature": config.temperature, "top_p": config.top_p}, seed=config.seed, progress=False,
-            engine_slots=config.engine_slots, model_id=f"{run.path}@step{learner.step}",
+            learner.unwrapped_policy,
+            tokenizer,
+            get_benchmark(name),
+            k=config.eval_k,
+            limit=config.eval_limit,
+            sampling={"temperature": config.temperature, "top_p": config.top_p},
+            seed=config.seed,
+            progress=False,
+            engine_slots=config.engine_slots,
+            model_id=f"{run.path}@step{learner.step}",
         )
         write_eval(run.path / "evals" / f"step_{learner.step:06d}", result)
         metrics.update(eval_metrics(result.summary))
@@ -234,7 +279,9 @@ def evaluate_during_training(config: RunConfig, learner: Learner, tokenizer: Any
     return metrics
 
 
-def _one_step(config, task, tokenizer, learner: Learner, engine, producer, sampling, start: float) -> dict[str, float]:
+def _one_step(
+    config, task, tokenizer, learner: Learner, engine, producer, sampling, start: float
+) -> dict[str, float]:
     """Collect one batch, train on it, push the new weights; returns the step's metrics."""
     sync = config.mode == "sync"
     t0 = time.perf_counter()
@@ -251,15 +298,20 @@ def _one_step(config, task, tokenizer, learner: Learner, engine, producer, sampl
         engine.update_weights(learner.unwrapped_policy.state_dict(), learner.version)
     if sync:
         producer.release(n)
-    record.update({
-        "step": learner.step, "policy/version": float(learner.version),
-        "rollout/stale_dropped": float(got.stale_dropped), "rollout/stale_requeued": float(got.stale_requeued),
-        "rollout/filtered_groups": float(got.filtered_groups),
-        "loss/nonfinite_skipped": float(learner.nonfinite_total),
-        "rollout/engine_tokens_per_s": engine.stats().get("tokens_per_s", 0.0),
-        "time/wait_s": got.wait_s, "time/step_s": time.perf_counter() - t0,
-        "time/elapsed_s": time.perf_counter() - start,
-    })
+    record.update(
+        {
+            "step": learner.step,
+            "policy/version": float(learner.version),
+            "rollout/stale_dropped": float(got.stale_dropped),
+            "rollout/stale_requeued": float(got.stale_requeued),
+            "rollout/filtered_groups": float(got.filtered_groups),
+            "loss/nonfinite_skipped": float(learner.nonfinite_total),
+            "rollout/engine_tokens_per_s": engine.stats().get("tokens_per_s", 0.0),
+            "time/wait_s": got.wait_s,
+            "time/step_s": time.perf_counter() - t0,
+            "time/elapsed_s": time.perf_counter() - start,
+        }
+    )
     return record
 
 

@@ -32,7 +32,9 @@ from bench.tokenizer import build_tiny_tokenizer
 transformers.utils.logging.disable_progress_bar()
 
 # transformers renamed `torch_dtype` to `dtype` in 4.56; the gpu extra may pin an older one.
-_DTYPE_KW = "dtype" if tuple(int(x) for x in transformers.__version__.split(".")[:2]) >= (4, 56) else "torch_dtype"
+_DTYPE_KW = (
+    "dtype" if tuple(int(x) for x in transformers.__version__.split(".")[:2]) >= (4, 56) else "torch_dtype"
+)
 _HUB_PROBE_SECONDS = 2.0
 
 
@@ -102,11 +104,15 @@ def load_model_and_tokenizer(spec: str, dtype: torch.dtype = torch.float32):
 
 def _load(source: str, dtype: torch.dtype, local_files_only: bool):
     try:
-        model = AutoModelForCausalLM.from_pretrained(source, local_files_only=local_files_only, **{_DTYPE_KW: dtype})
+        model = AutoModelForCausalLM.from_pretrained(
+            source, local_files_only=local_files_only, **{_DTYPE_KW: dtype}
+        )
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_files_only)
     except (OSError, ValueError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelLoadError(f"cannot load model '{source}': {first_line} (a local directory path is also accepted)") from exc
+        raise ModelLoadError(
+            f"cannot load model '{source}': {first_line} (a local directory path is also accepted)"
+        ) from exc
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model.eval(), tokenizer
@@ -129,7 +135,9 @@ def _hub_reachable() -> bool:
 
     def probe() -> None:
         try:
-            urllib.request.urlopen(urllib.request.Request(constants.ENDPOINT, method="HEAD"), timeout=_HUB_PROBE_SECONDS)
+            urllib.request.urlopen(
+                urllib.request.Request(constants.ENDPOINT, method="HEAD"), timeout=_HUB_PROBE_SECONDS
+            )
             result.append(True)
         except Exception:
             result.append(False)
@@ -155,8 +163,12 @@ class PackedBatch:
     def to(self, device: torch.device | str) -> PackedBatch:
         """The same batch on `device`."""
         return PackedBatch(
-            self.input_ids_B_L.to(device), self.attention_mask_B_L.to(device), self.position_ids_B_L.to(device),
-            self.response_mask_B_T.to(device), self.prompt_len, self.response_len,
+            self.input_ids_B_L.to(device),
+            self.attention_mask_B_L.to(device),
+            self.position_ids_B_L.to(device),
+            self.response_mask_B_T.to(device),
+            self.prompt_len,
+            self.response_len,
         )
 
 

@@ -41,7 +41,9 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
-def interleaved(ours: Callable[[], float], peer: Callable[[], float], repeats: int) -> tuple[list[float], list[float]]:
+def interleaved(
+    ours: Callable[[], float], peer: Callable[[], float], repeats: int
+) -> tuple[list[float], list[float]]:
     """Run each once to warm up, then `repeats` times each, alternating which goes first."""
     ours(), peer()
     runs_ours, runs_peer = [], []
@@ -56,16 +58,26 @@ def interleaved(ours: Callable[[], float], peer: Callable[[], float], repeats: i
 
 
 def comparison(
-    metric: str, runs_ours: list[float], runs_peer: list[float], peer: str, ratio: str,
-    target: float | None = None, higher_is_better: bool = True, **extra: Any,
+    metric: str,
+    runs_ours: list[float],
+    runs_peer: list[float],
+    peer: str,
+    ratio: str,
+    target: float | None = None,
+    higher_is_better: bool = True,
+    **extra: Any,
 ) -> dict[str, Any]:
     """A section's result: medians, the ratio (ours/peer, or peer/ours when `ratio` says so),
     whether the target ratio is reached, and the raw runs."""
     m_ours, m_peer = statistics.median(runs_ours), statistics.median(runs_peer)
     value = m_peer / m_ours if ratio.startswith("peer") else m_ours / m_peer
     out: dict[str, Any] = {
-        "metric": metric, "ours": m_ours, "peer": m_peer, "peer_name": peer,
-        "ratio": value, "ratio_definition": ratio,
+        "metric": metric,
+        "ours": m_ours,
+        "peer": m_peer,
+        "peer_name": peer,
+        "ratio": value,
+        "ratio_definition": ratio,
     }
     if target is not None:
         out["target"] = f"{'>=' if higher_is_better else '<='} {target}"
@@ -115,7 +127,9 @@ def machine_info() -> dict[str, Any]:
             versions[name] = None
     return {
         "cpu_count": os.cpu_count(),
-        "cpus_available": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cpus_available": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "torch_version": torch.__version__,
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
@@ -129,18 +143,32 @@ def machine_info() -> dict[str, Any]:
 # ---- the command ---------------------------------------------------------------------------------
 def add_perf_arguments(p: argparse.ArgumentParser) -> None:
     """Options of `bench perf`."""
-    p.add_argument("--repeats", type=int, default=5,
-                   help="timed runs per measurement; medians are reported (default: 5)")
-    p.add_argument("--quick", action="store_true",
-                   help="small sizes (batches, tokens, steps) for a fast smoke run, e.g. in tests")
-    p.add_argument("--only", metavar="NAME[,NAME]",
-                   help=f"comma-separated subset of sections to run (default: all): {', '.join(SECTIONS)}")
-    p.add_argument("--model", metavar="DIR",
-                   help="local transformers model directory to benchmark the engine, learner and TRL "
-                   "comparison with (default: a fresh random tiny model, new_tiny_model(0))")
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch intra-op threads for every section, ours and peer alike; 0 keeps torch's "
-                   "default (default: 1, which suits the tiny model and a shared machine)")
+    p.add_argument(
+        "--repeats", type=int, default=5, help="timed runs per measurement; medians are reported (default: 5)"
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="small sizes (batches, tokens, steps) for a fast smoke run, e.g. in tests",
+    )
+    p.add_argument(
+        "--only",
+        metavar="NAME[,NAME]",
+        help=f"comma-separated subset of sections to run (default: all): {', '.join(SECTIONS)}",
+    )
+    p.add_argument(
+        "--model",
+        metavar="DIR",
+        help="local transformers model directory to benchmark the engine, learner and TRL "
+        "comparison with (default: a fresh random tiny model, new_tiny_model(0))",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads for every section, ours and peer alike; 0 keeps torch's "
+        "default (default: 1, which suits the tiny model and a shared machine)",
+    )
     p.add_argument("--out", metavar="FILE.json", help="also write the JSON object to this file")
 
 
@@ -152,8 +180,9 @@ def _selected(only: str | None) -> list[str]:
     names = [n.strip() for n in only.split(",") if n.strip()]
     unknown = [n for n in names if n not in SECTIONS]
     if unknown or not names:
-        raise UsageError(f"--only: unknown section(s) {', '.join(unknown) or '(none given)'}; "
-                         f"valid: {', '.join(SECTIONS)}")
+        raise UsageError(
+            f"--only: unknown section(s) {', '.join(unknown) or '(none given)'}; valid: {', '.join(SECTIONS)}"
+        )
     return [n for n in SECTIONS if n in names]
 
 
@@ -172,8 +201,14 @@ def run_perf(args: argparse.Namespace) -> dict[str, Any]:
         torch.set_num_threads(args.threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     result: dict[str, Any] = {
-        "command": "bench perf", "json_version": JSON_VERSION,
-        "settings": {"repeats": args.repeats, "quick": bool(args.quick), "only": names, "threads": args.threads},
+        "command": "bench perf",
+        "json_version": JSON_VERSION,
+        "settings": {
+            "repeats": args.repeats,
+            "quick": bool(args.quick),
+            "only": names,
+            "threads": args.threads,
+        },
         "machine": machine_info(),
     }
     needs_model = {"engine", "learner", "grpo_vs_trl"} & set(names)
@@ -190,7 +225,8 @@ def run_perf(args: argparse.Namespace) -> dict[str, Any]:
     result["machine"]["loadavg_at_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     result["summary"] = {
         name: {"ratio": s["ratio"], "target": s["target"], "reached": s["reached"]}
-        for name, s in sections.items() if "target" in s
+        for name, s in sections.items()
+        if "target" in s
     }
     return result
 

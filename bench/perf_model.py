@@ -12,7 +12,16 @@ from typing import Any
 from bench.perf import comparison, interleaved, timed
 
 # prompts of mixed lengths (2 to 46 tokens with the tiny character tokenizer), cycled
-PROMPT_TEXTS = ("hi", "What is 2+2?", "x", "The quick brown fox\njumps", "a b c d e f g", "??", "Q: 17*3\nA:", "long " * 9)
+PROMPT_TEXTS = (
+    "hi",
+    "What is 2+2?",
+    "x",
+    "The quick brown fox\njumps",
+    "a b c d e f g",
+    "??",
+    "Q: 17*3\nA:",
+    "long " * 9,
+)
 
 
 def bench_prompts(tokenizer: Any, n: int) -> list[list[int]]:
@@ -45,13 +54,16 @@ def engine_section(model: Any, tokenizer: Any, repeats: int, quick: bool) -> dic
     ids_B_P = torch.full((B, P), pad, dtype=torch.long)
     mask_B_P = torch.zeros((B, P), dtype=torch.long)
     for b, p in enumerate(prompts):  # left padding, as generate() expects for a decoder-only model
-        ids_B_P[b, P - len(p):] = torch.tensor(p)
-        mask_B_P[b, P - len(p):] = 1
+        ids_B_P[b, P - len(p) :] = torch.tensor(p)
+        mask_B_P[b, P - len(p) :] = 1
     calls = {"ours": 0, "peer": 0}
 
     def ours() -> float:
         calls["ours"] += 1
-        requests = [GenerationRequest(f"r{i}", p, sampling, seed=1000 * calls["ours"] + i) for i, p in enumerate(prompts)]
+        requests = [
+            GenerationRequest(f"r{i}", p, sampling, seed=1000 * calls["ours"] + i)
+            for i, p in enumerate(prompts)
+        ]
         seconds, completions = timed(lambda: engine.generate(requests))
         if any(len(c.token_ids) != N for c in completions):
             raise RuntimeError("engine: a completion ended before max_new_tokens")
@@ -61,22 +73,39 @@ def engine_section(model: Any, tokenizer: Any, repeats: int, quick: bool) -> dic
         calls["peer"] += 1
         torch.manual_seed(calls["peer"])
         with torch.inference_mode():
-            seconds, out = timed(lambda: model.generate(
-                input_ids=ids_B_P, attention_mask=mask_B_P, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
-                max_new_tokens=N, min_new_tokens=N, pad_token_id=pad,
-            ))
+            seconds, out = timed(
+                lambda: model.generate(
+                    input_ids=ids_B_P,
+                    attention_mask=mask_B_P,
+                    do_sample=True,
+                    temperature=1.0,
+                    top_p=1.0,
+                    top_k=0,
+                    max_new_tokens=N,
+                    min_new_tokens=N,
+                    pad_token_id=pad,
+                )
+            )
         if out.shape[1] != P + N:
             raise RuntimeError(f"generate: expected {P + N} columns, got {out.shape[1]}")
         return B * N / seconds
 
     runs_ours, runs_peer = interleaved(ours, peer, repeats)
     return comparison(
-        "tokens_per_s", runs_ours, runs_peer, peer="transformers model.generate (HF cache, sdpa)",
-        ratio="ours / peer (tokens/s)", target=1.5,
+        "tokens_per_s",
+        runs_ours,
+        runs_peer,
+        peer="transformers model.generate (HF cache, sdpa)",
+        ratio="ours / peer (tokens/s)",
+        target=1.5,
         setup={
-            "prompts": B, "new_tokens_per_prompt": N, "prompt_lengths": sorted({len(p) for p in prompts}),
-            "engine_slots": B, "engine_threads": engine.num_threads or torch.get_num_threads(),
-            "peer_threads": torch.get_num_threads(), "sampling": "temperature 1.0, top_p 1.0, no top-k",
+            "prompts": B,
+            "new_tokens_per_prompt": N,
+            "prompt_lengths": sorted({len(p) for p in prompts}),
+            "engine_slots": B,
+            "engine_threads": engine.num_threads or torch.get_num_threads(),
+            "peer_threads": torch.get_num_threads(),
+            "sampling": "temperature 1.0, top_p 1.0, no top-k",
         },
         notes=[
             "tokens/s = prompts x new tokens / wall seconds of one whole batch, prefill included",
@@ -109,14 +138,30 @@ def learner_section(model: Any, tokenizer: Any, repeats: int, quick: bool) -> di
 
     rewards = torch.rand(B, generator=gen).tolist()
     trajectories = [
-        Trajectory(prompt_key=f"p{b // G}", group_id=b // G, prompt_ids=tokens(P), response_ids=tokens(T),
-                   action_mask=[1] * T, rollout_logp=[0.0] * T, versions=[0] * T, reward=rewards[b])
+        Trajectory(
+            prompt_key=f"p{b // G}",
+            group_id=b // G,
+            prompt_ids=tokens(P),
+            response_ids=tokens(T),
+            action_mask=[1] * T,
+            rollout_logp=[0.0] * T,
+            versions=[0] * T,
+            reward=rewards[b],
+        )
         for b in range(B)
     ]
     batch = build_batch(trajectories, _pad_id(tokenizer), T)
     grpo = registry.get("grpo")
-    learner = Learner(grpo(grpo.Config(group_size=G)), copy.deepcopy(model).train(), policy_lr=lr, critic_lr=lr,
-                      grad_clip=1.0, minibatches=1, temperature=1.0, nan_patience=3)
+    learner = Learner(
+        grpo(grpo.Config(group_size=G)),
+        copy.deepcopy(model).train(),
+        policy_lr=lr,
+        critic_lr=lr,
+        grad_clip=1.0,
+        minibatches=1,
+        temperature=1.0,
+        nan_patience=3,
+    )
 
     def ours() -> float:
         seconds, _ = timed(lambda: learner.train_step(batch))
@@ -125,13 +170,18 @@ def learner_section(model: Any, tokenizer: Any, repeats: int, quick: bool) -> di
     bare = copy.deepcopy(model).train()
     opt = torch.optim.AdamW(bare.parameters(), lr=lr, weight_decay=0.0)
     packed = batch.packed
-    targets_B_T = packed.input_ids_B_L[:, packed.prompt_len:]
+    targets_B_T = packed.input_ids_B_L[:, packed.prompt_len :]
     mask_B_T = packed.response_mask_B_T
     adv_B = torch.tensor(rewards) - torch.tensor(rewards).mean()
 
     def bare_update() -> None:
-        logits = bare(input_ids=packed.input_ids_B_L, attention_mask=packed.attention_mask_B_L,
-                      position_ids=packed.position_ids_B_L, use_cache=False, logits_to_keep=T + 1).logits
+        logits = bare(
+            input_ids=packed.input_ids_B_L,
+            attention_mask=packed.attention_mask_B_L,
+            position_ids=packed.position_ids_B_L,
+            use_cache=False,
+            logits_to_keep=T + 1,
+        ).logits
         logp_B_T = logits[:, :-1].float().log_softmax(-1).gather(-1, targets_B_T[..., None]).squeeze(-1)
         loss = -(logp_B_T * adv_B[:, None] * mask_B_T).sum() / mask_B_T.sum()
         opt.zero_grad(set_to_none=True)
@@ -145,10 +195,20 @@ def learner_section(model: Any, tokenizer: Any, repeats: int, quick: bool) -> di
 
     runs_ours, runs_peer = interleaved(ours, peer, repeats)
     return comparison(
-        "response_tokens_per_s", runs_ours, runs_peer, peer="bare PyTorch update (forward, log-probs, backward, AdamW)",
+        "response_tokens_per_s",
+        runs_ours,
+        runs_peer,
+        peer="bare PyTorch update (forward, log-probs, backward, AdamW)",
         ratio="ours / peer (tokens/s)",
-        setup={"sequences": B, "prompt_tokens": P, "response_tokens": T, "group_size": G, "algorithm": "grpo (defaults)",
-               "optimizer": f"AdamW lr {lr}, grad clip 1.0", "threads": torch.get_num_threads()},
+        setup={
+            "sequences": B,
+            "prompt_tokens": P,
+            "response_tokens": T,
+            "group_size": G,
+            "algorithm": "grpo (defaults)",
+            "optimizer": f"AdamW lr {lr}, grad clip 1.0",
+            "threads": torch.get_num_threads(),
+        },
         notes=[
             "tokens/s = sequences x response tokens / wall seconds of one Learner.train_step (advantages, GRPO's "
             "no-grad old-policy forward, forward with entropy, backward, clip, AdamW step, metrics)",

@@ -45,17 +45,25 @@ def grpo_vs_trl_section(model: Any, tokenizer: Any, repeats: int, quick: bool) -
         runs_ours, runs_trl = [], []
         phases: dict[str, list[dict[str, float]]] = {"ours": [], "peer": []}
         for block in range(repeats):  # interleaved blocks; the first step of each is not timed
-            for side in ((ours, theirs) if block % 2 == 0 else (theirs, ours)):
+            for side in (ours, theirs) if block % 2 == 0 else (theirs, ours):
                 times = side.run(measured + 1, texts)
                 (runs_ours if side is ours else runs_trl).extend(times[1:])
                 phases["ours" if side is ours else "peer"].extend(side.phases[-measured:])
     return comparison(
-        "seconds_per_step", runs_ours, runs_trl, peer=f"trl {_version('trl')} GRPOTrainer",
-        ratio="ours / peer (seconds per step)", target=0.5, higher_is_better=False,
+        "seconds_per_step",
+        runs_ours,
+        runs_trl,
+        peer=f"trl {_version('trl')} GRPOTrainer",
+        ratio="ours / peer (seconds per step)",
+        target=0.5,
+        higher_is_better=False,
         phases_median_s={side: _median_phases(p) for side, p in phases.items()},
         setup={
-            "prompts_per_step": n_prompts, "group_size": G, "completions_per_step": n_prompts * G,
-            "max_completion_tokens": L, "optimizer": f"AdamW lr {lr}, weight decay 0, grad clip 1.0",
+            "prompts_per_step": n_prompts,
+            "group_size": G,
+            "completions_per_step": n_prompts * G,
+            "max_completion_tokens": L,
+            "optimizer": f"AdamW lr {lr}, weight decay 0, grad clip 1.0",
             "loss": "GRPO ppo-clip 0.2, seq-mean-token-mean (TRL loss_type='grpo'), beta 0, 1 iteration",
             "reward": "parity of the completion text length (same function for both)",
             "sampling": "temperature 1, top_p 1, no top-k, eos allowed",
@@ -102,10 +110,21 @@ class _OurGRPO:
 
         policy, self.tokenizer = load_model_and_tokenizer(str(model_dir))
         grpo = registry.get("grpo")
-        self.learner = Learner(grpo(grpo.Config(group_size=group)), policy.train(), policy_lr=lr, critic_lr=lr,
-                               grad_clip=1.0, minibatches=1, temperature=1.0, nan_patience=3)
-        self.engine = TorchEngine(copy.deepcopy(self.learner.unwrapped_policy).eval(), self.tokenizer,
-                                  max_batch_size=n_prompts * group)
+        self.learner = Learner(
+            grpo(grpo.Config(group_size=group)),
+            policy.train(),
+            policy_lr=lr,
+            critic_lr=lr,
+            grad_clip=1.0,
+            minibatches=1,
+            temperature=1.0,
+            nan_patience=3,
+        )
+        self.engine = TorchEngine(
+            copy.deepcopy(self.learner.unwrapped_policy).eval(),
+            self.tokenizer,
+            max_batch_size=n_prompts * group,
+        )
         self.sampling = SamplingParams(temperature=1.0, top_p=1.0, max_new_tokens=max_tokens)
         self.n_prompts, self.group, self.max_tokens = n_prompts, group, max_tokens
         self.steps = 0
@@ -130,22 +149,33 @@ class _OurGRPO:
         prompt_ids = tok(text=prompts)["input_ids"]  # the same call TRL makes on plain-text prompts
         requests = [
             GenerationRequest(f"s{s}-p{p}-g{g}", prompt_ids[p], self.sampling, seed=(s * 1000 + p) * 100 + g)
-            for p in range(self.n_prompts) for g in range(self.group)
+            for p in range(self.n_prompts)
+            for g in range(self.group)
         ]
         owners = [p for p in range(self.n_prompts) for _ in range(self.group)]
         generate_s, completions = timed(lambda: self.engine.generate(requests))
         trajectories = []
         for p, c in zip(owners, completions):
-            trajectories.append(Trajectory(
-                prompt_key=prompts[p], group_id=p, prompt_ids=c.prompt_ids, response_ids=c.token_ids,
-                action_mask=[1] * len(c.token_ids), rollout_logp=c.logprobs, versions=c.versions,
-                reward=parity_reward(tok.decode(c.token_ids, skip_special_tokens=True)),
-                truncated=c.finish_reason == "length",
-            ))
+            trajectories.append(
+                Trajectory(
+                    prompt_key=prompts[p],
+                    group_id=p,
+                    prompt_ids=c.prompt_ids,
+                    response_ids=c.token_ids,
+                    action_mask=[1] * len(c.token_ids),
+                    rollout_logp=c.logprobs,
+                    versions=c.versions,
+                    reward=parity_reward(tok.decode(c.token_ids, skip_special_tokens=True)),
+                    truncated=c.finish_reason == "length",
+                )
+            )
         batch = build_batch(trajectories, tok.pad_token_id, self.max_tokens)
         learner_s, _ = timed(lambda: self.learner.train_step(batch))
-        push_s, _ = timed(lambda: self.engine.update_weights(self.learner.unwrapped_policy.state_dict(),
-                                                             self.learner.version))
+        push_s, _ = timed(
+            lambda: self.engine.update_weights(
+                self.learner.unwrapped_policy.state_dict(), self.learner.version
+            )
+        )
         self.phases.append({"generate": generate_s, "learner_train_step": learner_s, "weight_push": push_s})
         self.steps += 1
 
@@ -153,28 +183,64 @@ class _OurGRPO:
 class _TrlGRPO:
     """TRL's GRPOTrainer on the same model; `run` trains a few steps and returns their times."""
 
-    def __init__(self, model_dir: Path, out_dir: Path, texts: list[str], n_prompts: int, group: int,
-                 max_tokens: int, lr: float, steps: int) -> None:
+    def __init__(
+        self,
+        model_dir: Path,
+        out_dir: Path,
+        texts: list[str],
+        n_prompts: int,
+        group: int,
+        max_tokens: int,
+        lr: float,
+        steps: int,
+    ) -> None:
         from datasets import Dataset
         from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
         from trl import GRPOConfig, GRPOTrainer
 
         timer = self.timer = _StepTimes(TrainerCallback)
         config = GRPOConfig(
-            output_dir=str(out_dir), per_device_train_batch_size=n_prompts * group, num_generations=group,
-            generation_batch_size=n_prompts * group, gradient_accumulation_steps=1, max_completion_length=max_tokens,
-            max_steps=steps, learning_rate=lr, lr_scheduler_type="constant", warmup_steps=0, optim="adamw_torch",
-            weight_decay=0.0, max_grad_norm=1.0, beta=0.0, num_iterations=1, loss_type="grpo", epsilon=0.2,
-            scale_rewards="group", temperature=1.0, top_p=1.0, top_k=0, use_vllm=False, report_to="none",
-            logging_steps=1_000_000, save_strategy="no", dataloader_num_workers=0, use_cpu=True, bf16=False,
-            disable_tqdm=True, seed=0,
+            output_dir=str(out_dir),
+            per_device_train_batch_size=n_prompts * group,
+            num_generations=group,
+            generation_batch_size=n_prompts * group,
+            gradient_accumulation_steps=1,
+            max_completion_length=max_tokens,
+            max_steps=steps,
+            learning_rate=lr,
+            lr_scheduler_type="constant",
+            warmup_steps=0,
+            optim="adamw_torch",
+            weight_decay=0.0,
+            max_grad_norm=1.0,
+            beta=0.0,
+            num_iterations=1,
+            loss_type="grpo",
+            epsilon=0.2,
+            scale_rewards="group",
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
+            use_vllm=False,
+            report_to="none",
+            logging_steps=1_000_000,
+            save_strategy="no",
+            dataloader_num_workers=0,
+            use_cpu=True,
+            bf16=False,
+            disable_tqdm=True,
+            seed=0,
         )
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         self.trainer = GRPOTrainer(
-            model=AutoModelForCausalLM.from_pretrained(model_dir), reward_funcs=_trl_parity_reward, args=config,
-            train_dataset=Dataset.from_dict({"prompt": texts}), processing_class=tokenizer, callbacks=[timer.callback],
+            model=AutoModelForCausalLM.from_pretrained(model_dir),
+            reward_funcs=_trl_parity_reward,
+            args=config,
+            train_dataset=Dataset.from_dict({"prompt": texts}),
+            processing_class=tokenizer,
+            callbacks=[timer.callback],
         )
         # attribution only: time the generate() and loss-forward calls inside each step
         timer.wrap(self.trainer.model, "generate", "generate")
@@ -259,11 +325,19 @@ def async_vs_sync_section(repeats: int, quick: bool) -> dict[str, Any]:
     bounds: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-perf-loop-") as tmp:
         for r in range(repeats):
-            for mode in (("sync", "async") if r % 2 == 0 else ("async", "sync")):
-                config = build_config({
-                    "algo": "grpo", "task": "arith", "model": str(base), "mode": mode, "steps": steps,
-                    "trajectories_per_step": per_step, "seed": r, "checkpoint_every": 0,
-                })
+            for mode in ("sync", "async") if r % 2 == 0 else ("async", "sync"):
+                config = build_config(
+                    {
+                        "algo": "grpo",
+                        "task": "arith",
+                        "model": str(base),
+                        "mode": mode,
+                        "steps": steps,
+                        "trajectories_per_step": per_step,
+                        "seed": r,
+                        "checkpoint_every": 0,
+                    }
+                )
                 run = RunDir.create(Path(tmp) / f"{mode}-{r}", config.to_dict(), config.seed)
                 cpu_start = time.process_time()
                 train(config, run, progress=False)
@@ -274,17 +348,27 @@ def async_vs_sync_section(repeats: int, quick: bool) -> dict[str, Any]:
                     staleness.append(statistics.fmean(m["staleness/mean"] for m in metrics))
                 else:  # sync: waiting for rollouts vs training never overlap
                     gen = sum(m["time/wait_s"] for m in metrics)
-                    bounds.append(metrics[-1]["time/elapsed_s"] / max(gen, metrics[-1]["time/elapsed_s"] - gen))
+                    bounds.append(
+                        metrics[-1]["time/elapsed_s"] / max(gen, metrics[-1]["time/elapsed_s"] - gen)
+                    )
     return comparison(
-        "wall_seconds", runs["async"], runs["sync"], peer="bench.loop.train --mode sync",
-        ratio="peer / ours (sync seconds / async seconds)", target=1.5,
+        "wall_seconds",
+        runs["async"],
+        runs["sync"],
+        peer="bench.loop.train --mode sync",
+        ratio="peer / ours (sync seconds / async seconds)",
+        target=1.5,
         async_mean_staleness=statistics.fmean(staleness),
         perfect_overlap_bound=statistics.median(bounds),
         cpu_utilisation={mode: statistics.median(u) for mode, u in cpu.items()},
         setup={
-            "task": "arith (heavy-tailed response lengths)", "algorithm": "grpo (defaults, group 8)",
-            "steps": steps, "trajectories_per_step": per_step, "trajectories": steps * per_step,
-            "max_staleness": 4, "engine_slots": 64,
+            "task": "arith (heavy-tailed response lengths)",
+            "algorithm": "grpo (defaults, group 8)",
+            "steps": steps,
+            "trajectories_per_step": per_step,
+            "trajectories": steps * per_step,
+            "max_staleness": 4,
+            "engine_slots": 64,
             "model": f"{base} (bench.pretrain.pretrain('arith', steps=150), cached)",
         },
         notes=[
@@ -315,9 +399,13 @@ def sandbox_section(repeats: int, quick: bool) -> dict[str, Any]:
     except Exception as exc:  # e.g. a machine where the sandbox cannot start
         return skipped(f"measure_overhead failed: {type(exc).__name__}: {exc}")
     out = {
-        "metric": "seconds_per_run", "ours": res["sandbox_median_s"], "peer": res["plain_median_s"],
-        "peer_name": "plain subprocess (python -I)", "ratio": res["sandbox_median_s"] / res["plain_median_s"],
-        "ratio_definition": "ours / peer (seconds per `print(1)` run)", "overhead_s": res["overhead_s"],
+        "metric": "seconds_per_run",
+        "ours": res["sandbox_median_s"],
+        "peer": res["plain_median_s"],
+        "peer_name": "plain subprocess (python -I)",
+        "ratio": res["sandbox_median_s"] / res["plain_median_s"],
+        "ratio_definition": "ours / peer (seconds per `print(1)` run)",
+        "overhead_s": res["overhead_s"],
         "runs_each": res["n"],
     }
     capabilities = getattr(getattr(sandbox, "Sandbox", None), "capabilities", None)

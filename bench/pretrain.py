@@ -22,7 +22,6 @@ from typing import Any
 import torch
 
 RECIPE_VERSION = 2  # bump when the recipe (model shape, data, optimiser) changes
-DEFAULT_STEPS = 1000  # steps of the cached default recipe
 
 
 def cache_root() -> Path:
@@ -36,7 +35,9 @@ def cache_root() -> Path:
 
 def base_checkpoint_path(task: str, task_args: dict[str, Any] | None = None, seed: int = 0) -> Path:
     """The cache path of a task's tiny base checkpoint."""
-    key = json.dumps({"task": task, "args": task_args or {}, "seed": seed, "v": RECIPE_VERSION}, sort_keys=True)
+    key = json.dumps(
+        {"task": task, "args": task_args or {}, "seed": seed, "v": RECIPE_VERSION}, sort_keys=True
+    )
     digest = hashlib.sha256(key.encode()).hexdigest()[:10]
     return cache_root() / "tiny" / f"{task}-v{RECIPE_VERSION}-s{seed}-{digest}"
 
@@ -56,25 +57,28 @@ def pretrain(
     task_args: dict[str, Any],
     seed: int = 0,
     out: Path | None = None,
-    steps: int = DEFAULT_STEPS,
+    steps: int | None = None,
     batch_size: int = 64,
     lr: float = 3e-3,
     n_examples: int = 40000,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Train a fresh tiny model on the task's demonstrations; save it to `out` atomically."""
-    from bench.chat import render_demonstration
+    from bench.chat import render_transcript
     from bench.models import new_tiny_model
     from bench.seeding import seed_everything
     from envs.registry import get_task
 
     seed_everything(seed)
     task = get_task(task_name, **task_args)
+    steps = steps or task.pretrain_steps
     model, tokenizer = new_tiny_model(seed)
     rng = random.Random(seed)
-    examples = [render_demonstration(tokenizer, m, c) for m, c in task.demonstrations(rng, n_examples)]
+    examples = [render_transcript(tokenizer, t) for t in task.demonstrations(rng, n_examples)]
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 100) * 0.5 * (1 + math.cos(math.pi * s / steps)))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / 100) * 0.5 * (1 + math.cos(math.pi * s / steps))
+    )
     model.train()
     start, losses = time.perf_counter(), []
     bar = None
@@ -97,9 +101,17 @@ def pretrain(
             bar.update(1)
     if bar is not None:
         bar.close()
-    info = {"task": task_name, "task_args": task_args, "seed": seed, "steps": steps, "batch_size": batch_size,
-            "lr": lr, "final_loss": sum(losses[-50:]) / max(len(losses[-50:]), 1),
-            "seconds": time.perf_counter() - start, "recipe_version": RECIPE_VERSION}
+    info = {
+        "task": task_name,
+        "task_args": task_args,
+        "seed": seed,
+        "steps": steps,
+        "batch_size": batch_size,
+        "lr": lr,
+        "final_loss": sum(losses[-50:]) / max(len(losses[-50:]), 1),
+        "seconds": time.perf_counter() - start,
+        "recipe_version": RECIPE_VERSION,
+    }
     if out is not None:
         tmp = Path(str(out) + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -111,12 +123,16 @@ def pretrain(
     return info
 
 
-def _bucket_of(example: tuple[list[int], list[int]], width: int = 16) -> int:
+Example = tuple[list[int], list[int], list[int]]
+"""(prompt ids, response ids, action mask) from `bench.chat.render_transcript`."""
+
+
+def _bucket_of(example: Example, width: int = 16) -> int:
     """The length bucket of an example: its total length in steps of `width` tokens."""
     return (len(example[0]) + len(example[1])) // width
 
 
-def _length_buckets(examples: list[tuple[list[int], list[int]]]) -> dict[int, list[int]]:
+def _length_buckets(examples: list[Example]) -> dict[int, list[int]]:
     """Example indices grouped by `_bucket_of`."""
     buckets: dict[int, list[int]] = {}
     for i, example in enumerate(examples):
@@ -133,27 +149,35 @@ def _sample_batch(examples, buckets: dict[int, list[int]], batch_size: int, rng:
     return [examples[bucket[rng.randrange(len(bucket))]] for _ in range(batch_size)]
 
 
-def _lm_loss(model: torch.nn.Module, batch: list[tuple[list[int], list[int]]], pad_id: int) -> torch.Tensor:
-    """Next-token loss on completion tokens only (prompt tokens are context)."""
-    seqs = [p + c for p, c in batch]
+def _lm_loss(model: torch.nn.Module, batch: list[Example], pad_id: int) -> torch.Tensor:
+    """Next-token loss on the model's own turns only (prompt and observations are context)."""
+    seqs = [p + r for p, r, _ in batch]
     L = max(len(s) for s in seqs)
     ids_B_L = torch.full((len(seqs), L), pad_id, dtype=torch.long)
     labels_B_L = torch.full((len(seqs), L), -100, dtype=torch.long)
-    for i, (p, c) in enumerate(batch):
-        ids_B_L[i, : len(p) + len(c)] = torch.tensor(p + c)
-        labels_B_L[i, len(p) : len(p) + len(c)] = torch.tensor(c)
-    mask_B_L = (labels_B_L != -100) | (torch.arange(L)[None, :] < torch.tensor([len(p) for p, _ in batch])[:, None])
+    for i, (p, r, m) in enumerate(batch):
+        ids_B_L[i, : len(p) + len(r)] = torch.tensor(p + r)
+        labels_B_L[i, len(p) : len(p) + len(r)] = torch.tensor(
+            [t if keep else -100 for t, keep in zip(r, m, strict=True)]
+        )
+    mask_B_L = torch.arange(L)[None, :] < torch.tensor([len(s) for s in seqs])[:, None]
     logits = model(input_ids=ids_B_L, attention_mask=mask_B_L.long()).logits[:, :-1]  # [B, L-1, V]
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels_B_L[:, 1:].reshape(-1))
+    return torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), labels_B_L[:, 1:].reshape(-1)
+    )
 
 
 def add_pretrain_arguments(p: argparse.ArgumentParser) -> None:
     """Options of `bench pretrain`."""
     p.add_argument("--task", default="arith", help="task whose demonstrations to clone (default: arith)")
     p.add_argument("--seed", type=int, default=0, help="seed of model init and data order (default: 0)")
-    p.add_argument("--steps", type=int, default=DEFAULT_STEPS,
-                   help="optimizer steps (default: 1000, ~2 min on 2 idle cores; a non-default value "
-                   "needs --out, since the cache holds the default recipe)")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="optimizer steps (default: the task's recipe, e.g. 1000 for arith, ~2 min on 2 idle "
+        "cores; a non-default value needs --out, since the cache holds the default recipe)",
+    )
     p.add_argument("--out", default=None, help="write the checkpoint here instead of the cache")
     p.add_argument("--force", action="store_true", help="rebuild even if the cached checkpoint exists")
 
@@ -163,11 +187,14 @@ def pretrain_from_cli(args: argparse.Namespace) -> int:
     from bench.errors import UsageError
     from envs.registry import get_task_class
 
-    get_task_class(args.task)
-    if args.steps < 1:
+    default_steps = get_task_class(args.task).pretrain_steps
+    if args.steps is not None and args.steps < 1:
         raise UsageError(f"--steps must be >= 1, got {args.steps}")
-    if args.steps != DEFAULT_STEPS and not args.out:
-        raise UsageError("--steps other than the default recipe's 1000 needs --out DIR (the cache holds the default)")
+    if args.steps not in (None, default_steps) and not args.out:
+        raise UsageError(
+            f"--steps other than the {args.task} recipe's {default_steps} needs --out DIR "
+            "(the cache holds the default)"
+        )
     out = Path(args.out) if args.out else base_checkpoint_path(args.task, {}, args.seed)
     if (out / "config.json").exists() and not args.force:
         print(f"base checkpoint already exists: {out} (use --force to rebuild)")

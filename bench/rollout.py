@@ -139,7 +139,9 @@ async def run_episode(
         if budget <= 0:
             traj.truncated = True
             break
-        turn_sampling = sampling if budget >= sampling.max_new_tokens else replace(sampling, max_new_tokens=budget)
+        turn_sampling = (
+            sampling if budget >= sampling.max_new_tokens else replace(sampling, max_new_tokens=budget)
+        )
         request = GenerationRequest(
             request_id=f"{key}/g{group_id}/s{seed}/t{turn}",
             prompt_ids=prompt_ids + traj.response_ids,
@@ -154,7 +156,10 @@ async def run_episode(
         if result.done:
             traj.reward, traj.info = float(result.reward), dict(result.info)
             break
-        traj.append(render_observation(tokenizer, result.observation or ""), None, None)
+        observation = render_observation(
+            tokenizer, result.observation or "", env.observation_role, completion.token_ids
+        )
+        traj.append(observation, None, None)
     else:
         traj.truncated = True  # turn limit reached without the env finishing: reward stays 0
     traj.seconds = time.perf_counter() - start

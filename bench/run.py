@@ -17,37 +17,67 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
     from bench.config import RunConfig
 
-    fields = "\n".join(
-        f"  {f.name:<22} {f.metadata.get('help', '')}" for f in dataclasses.fields(RunConfig)
-    )
+    fields = "\n".join(f"  {f.name:<22} {f.metadata.get('help', '')}" for f in dataclasses.fields(RunConfig))
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = f"config fields (set with --set FIELD=VALUE or in --config FILE.toml):\n{fields}"
     p.add_argument("--algo", help="algorithm (see `bench algos`; default: sao)")
     p.add_argument("--task", help="task (see `bench tasks`; default: arith)")
-    p.add_argument("--model", help="'tiny' (default: embedded model, pretrained on first use), a local "
-                   "transformers directory, or a hub id (needs network)")
+    p.add_argument(
+        "--model",
+        help="'tiny' (default: embedded model, pretrained on first use), a local "
+        "transformers directory, or a hub id (needs network)",
+    )
     p.add_argument("--steps", type=int, help="policy optimizer steps (default: 60)")
     p.add_argument("--seed", type=int, help="seed of the whole run (default: 0)")
-    p.add_argument("--mode", choices=["async", "sync"], help="async (default): rollouts overlap training; "
-                   "sync: the same loop with no overlap and staleness 0")
+    p.add_argument(
+        "--mode",
+        choices=["async", "sync"],
+        help="async (default): rollouts overlap training; "
+        "sync: the same loop with no overlap and staleness 0",
+    )
     p.add_argument("--engine", choices=["torch", "vllm"], help="rollout engine (default: torch)")
     p.add_argument("--out", help="run directory to create (default: runs/<algo>-<task>-s<seed>-<time>)")
-    p.add_argument("--config", metavar="FILE.toml", help="TOML file of config fields ([algo] and [task] tables "
-                   "for algorithm fields and task arguments)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override any config field, e.g. --set trajectories_per_step=64 --set algo.eps_high=4.0 "
-                   "--set task.demo_error_rate=0.2; repeatable; wins over --config and flags")
-    p.add_argument("--preset", dest="algo_preset", help="algorithm preset (e.g. sao: math, coding; ppo: vapo)")
-    p.add_argument("--checkpoint-every", dest="checkpoint_every", type=int,
-                   help="save a checkpoint every N steps (default: 20; the last step is always saved)")
-    p.add_argument("--eval-every", dest="eval_every", type=int,
-                   help="evaluate every N steps and before the first step (default: 0 = never); results in "
-                   "evals/step_NNNNNN/ and as eval/<bench>/ metrics")
-    p.add_argument("--eval-bench", dest="eval_bench", metavar="NAME[,NAME]",
-                   help="benchmarks for in-training evaluation (same code path as `bench eval`)")
+    p.add_argument(
+        "--config",
+        metavar="FILE.toml",
+        help="TOML file of config fields ([algo] and [task] tables for algorithm fields and task arguments)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any config field, e.g. --set trajectories_per_step=64 --set algo.eps_high=4.0 "
+        "--set task.demo_error_rate=0.2; repeatable; wins over --config and flags",
+    )
+    p.add_argument(
+        "--preset", dest="algo_preset", help="algorithm preset (e.g. sao: math, coding; ppo: vapo)"
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        dest="checkpoint_every",
+        type=int,
+        help="save a checkpoint every N steps (default: 20; the last step is always saved)",
+    )
+    p.add_argument(
+        "--eval-every",
+        dest="eval_every",
+        type=int,
+        help="evaluate every N steps and before the first step (default: 0 = never); results in "
+        "evals/step_NNNNNN/ and as eval/<bench>/ metrics",
+    )
+    p.add_argument(
+        "--eval-bench",
+        dest="eval_bench",
+        metavar="NAME[,NAME]",
+        help="benchmarks for in-training evaluation (same code path as `bench eval`)",
+    )
     p.add_argument("--eval-limit", dest="eval_limit", type=int, help="problems per in-training evaluation")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue RUN_DIR from its last checkpoint "
-                   "(config from RUN_DIR; --steps may extend it)")
+    p.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue RUN_DIR from its last checkpoint (config from RUN_DIR; --steps may extend it)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
 
 
@@ -76,15 +106,32 @@ def run_from_cli(args: argparse.Namespace) -> int:
             write_json_atomic(run.path / "config.json", config.to_dict())
         print(f"resuming {run.path} from {checkpoint.name}")
     else:
-        flags = {k: getattr(args, k) for k in (
-            "algo", "task", "model", "steps", "seed", "mode", "engine", "algo_preset", "checkpoint_every",
-            "eval_every", "eval_bench", "eval_limit")}
+        flags = {
+            k: getattr(args, k)
+            for k in (
+                "algo",
+                "task",
+                "model",
+                "steps",
+                "seed",
+                "mode",
+                "engine",
+                "algo_preset",
+                "checkpoint_every",
+                "eval_every",
+                "eval_bench",
+                "eval_limit",
+            )
+        }
         file_layer = load_toml(args.config) if args.config else {}
-        config = build_config(file_layer, {k: v for k, v in flags.items() if v is not None},
-                              parse_set_options(args.set))
+        config = build_config(
+            file_layer, {k: v for k, v in flags.items() if v is not None}, parse_set_options(args.set)
+        )
         state = _process_state()
         if state.num_processes > 1 and not args.out:
-            raise UsageError("--out is required under accelerate launch (every rank must use the same run dir)")
+            raise UsageError(
+                "--out is required under accelerate launch (every rank must use the same run dir)"
+            )
         out = args.out or f"runs/{config.algo}-{config.task}-s{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
         if state.is_main_process:
             run = RunDir.create(out, config.to_dict(), config.seed)
@@ -96,12 +143,16 @@ def run_from_cli(args: argparse.Namespace) -> int:
     if not _process_state().is_main_process:
         return 0
     final = summary.get("final", {})
-    print(json.dumps({
-        "run_dir": str(Path(run.path)),
-        "steps": summary["steps"],
-        "wall_s": round(summary["wall_s"], 1),
-        "reward/mean(last step)": final.get("reward/mean"),
-    }))
+    print(
+        json.dumps(
+            {
+                "run_dir": str(Path(run.path)),
+                "steps": summary["steps"],
+                "wall_s": round(summary["wall_s"], 1),
+                "reward/mean(last step)": final.get("reward/mean"),
+            }
+        )
+    )
     return 0
 
 

@@ -77,7 +77,9 @@ class RunDir:
         if run.path.exists() and any(run.path.iterdir()):
             from bench.errors import UsageError
 
-            raise UsageError(f"--out {run.path} already exists and is not empty; use --resume {run.path} to continue it")
+            raise UsageError(
+                f"--out {run.path} already exists and is not empty; use --resume {run.path} to continue it"
+            )
         run.checkpoints.mkdir(parents=True, exist_ok=True)
         (run.path / "evals").mkdir(exist_ok=True)
         write_json_atomic(run.path / "config.json", config)

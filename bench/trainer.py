@@ -43,7 +43,9 @@ def build_batch(trajectories: list[Trajectory], pad_id: int, max_response_tokens
     packed = pack([t.prompt_ids for t in trajectories], [t.response_ids for t in trajectories], pad_id)
     T = packed.response_len
     action_mask_B_T = _pad([list(map(float, t.action_mask)) for t in trajectories], T, 0.0, torch.float32)
-    group_index = {g: i for i, g in enumerate(dict.fromkeys(t.group_id for t in trajectories))}  # first-seen order
+    group_index = {
+        g: i for i, g in enumerate(dict.fromkeys(t.group_id for t in trajectories))
+    }  # first-seen order
     traj = Trajectories(
         rewards_B=torch.tensor([t.reward for t in trajectories], dtype=torch.float32),
         action_mask_B_T=action_mask_B_T,
@@ -95,7 +97,9 @@ class Learner:
         self.ref = None
         if "ref_logp" in algo.needs:  # a frozen copy of the initial policy
             self.ref = copy.deepcopy(policy).eval().requires_grad_(False)
-        opt = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=policy_lr, weight_decay=0.0)
+        opt = torch.optim.AdamW(
+            [p for p in policy.parameters() if p.requires_grad], lr=policy_lr, weight_decay=0.0
+        )
         self.policy, self.policy_opt = self.accelerator.prepare(policy, opt)
         self.critic = self.critic_opt = None
         self.frozen_critic_params = 0
@@ -103,7 +107,9 @@ class Learner:
             critic = ValueModel.from_policy(self.unwrapped_policy)
             if algo.critic.freeze_attention:
                 self.frozen_critic_params = freeze_attention(critic)
-            c_opt = torch.optim.AdamW([p for p in critic.parameters() if p.requires_grad], lr=critic_lr, weight_decay=0.0)
+            c_opt = torch.optim.AdamW(
+                [p for p in critic.parameters() if p.requires_grad], lr=critic_lr, weight_decay=0.0
+            )
             self.critic, self.critic_opt = self.accelerator.prepare(critic, c_opt)
         self.step = 0  # learner steps taken (critic-only warmup steps included)
         self.version = 0  # policy version: number of policy optimizer updates
@@ -165,7 +171,9 @@ class Learner:
         updated = False
         for chunk in chunks:
             mb = _slice_packed(packed, chunk)
-            logp_B_T, entropy_B_T = response_logprobs(self.policy, mb, temperature=self.temperature, with_entropy=True)
+            logp_B_T, entropy_B_T = response_logprobs(
+                self.policy, mb, temperature=self.temperature, with_entropy=True
+            )
             res = self.algo.policy_loss(
                 PolicyLossInputs(
                     logp_B_T=logp_B_T,
@@ -180,7 +188,10 @@ class Learner:
             )
             grad_norm = self._optimize(res.loss, self.policy, self.policy_opt)
             updated |= grad_norm is not None
-            step_metrics = {**res.metrics, "policy/grad_norm": float("nan") if grad_norm is None else grad_norm}
+            step_metrics = {
+                **res.metrics,
+                "policy/grad_norm": float("nan") if grad_norm is None else grad_norm,
+            }
             for k, v in step_metrics.items():  # mean over minibatches (NaN marks a skipped one)
                 sums[k] = sums.get(k, 0.0) + v / len(chunks)
         if updated:

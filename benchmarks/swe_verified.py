@@ -23,21 +23,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks.base import BenchmarkDataError, BenchmarkSpec, HubSource, SamplingDefaults
 from envs.base import Problem
+from envs.swe.instance import SWE_COLUMNS, InstanceError, SWEInstance, harness_tests_status, is_resolved
+
+__all__ = [
+    "SWE_COLUMNS",
+    "SWEInstance",
+    "harness_tests_status",
+    "is_resolved",
+    "load_instances",
+    "read_harness_report",
+    "read_predictions",
+    "swe_verified",
+    "write_predictions",
+]
 
 SWE_VERIFIED_REVISION = "91aa3ed51b709be6457e12d00300a6a596d4c6a3"
 """Commit of `SWE-bench/SWE-bench_Verified` (500 rows, data/test-00000-of-00001.parquet)."""
-
-SWE_COLUMNS = (
-    "instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
-    "FAIL_TO_PASS", "PASS_TO_PASS", "version", "environment_setup_commit",
-)  # fmt: skip
-"""Required fields of an instance (official schema; `hints_text`, `created_at`, `difficulty` optional)."""
 
 MAX_TURNS = 300
 """Agent turns per episode in the paper's setup (OpenHands scaffold, 128k context)."""
@@ -48,73 +54,16 @@ SWE_TEMPLATE = (
     "<issue>\n{problem}\n</issue>"
 )
 
-# Per-test outcomes as the harness's log parsers name them, and which count as success.
-_F2P_SUCCESS = {"PASSED", "XFAIL"}
-_P2P_SUCCESS = {"PASSED", "XFAIL", "SKIPPED"}  # the harness counts a skipped P2P test as maintained
-
-
-def _test_list(value: Any, field: str, instance_id: str) -> tuple[str, ...]:
-    """A JSON-encoded list (official data) or a plain list/array of test ids, as a tuple."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value) if value.strip() else []
-        except json.JSONDecodeError:
-            raise BenchmarkDataError(f"{instance_id}: {field} is not a JSON list: {value[:60]!r}") from None
-    if hasattr(value, "tolist"):  # numpy arrays from parquet
-        value = value.tolist()
-    if not isinstance(value, list | tuple) or not all(isinstance(t, str) for t in value):
-        raise BenchmarkDataError(f"{instance_id}: {field} must be a list of test ids")
-    return tuple(value)
-
-
-@dataclass(frozen=True)
-class SWEInstance:
-    """One SWE-bench task instance (official field names, lower-cased for the test lists)."""
-
-    instance_id: str
-    repo: str
-    base_commit: str
-    problem_statement: str
-    patch: str
-    test_patch: str
-    fail_to_pass: tuple[str, ...]
-    pass_to_pass: tuple[str, ...]
-    version: str
-    environment_setup_commit: str
-    hints_text: str = ""
-    created_at: str = ""
-    difficulty: str = ""
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> SWEInstance:
-        """Parse an official-schema row (hub, JSON, JSONL or parquet)."""
-        iid = str(row["instance_id"])
-        text = {k: "" if row.get(k) is None else str(row.get(k)) for k in SWE_COLUMNS if "_TO_" not in k}
-        optional = {
-            k: "" if row.get(k) is None else str(row[k]) for k in ("hints_text", "created_at", "difficulty")
-        }
-        return cls(
-            **text,
-            **optional,
-            fail_to_pass=_test_list(row["FAIL_TO_PASS"], "FAIL_TO_PASS", iid),
-            pass_to_pass=_test_list(row["PASS_TO_PASS"], "PASS_TO_PASS", iid),
-        )
-
-    def to_record(self) -> dict[str, str]:
-        """The official row: upper-case test-list fields, JSON-encoded."""
-        record = {k: getattr(self, k) for k in SWE_COLUMNS if "_TO_" not in k}
-        record.update(hints_text=self.hints_text, created_at=self.created_at, difficulty=self.difficulty)
-        record["FAIL_TO_PASS"] = json.dumps(list(self.fail_to_pass))
-        record["PASS_TO_PASS"] = json.dumps(list(self.pass_to_pass))
-        return record
-
 
 def _swe_row(index: int, row: dict[str, Any]) -> Problem:
     """Key = instance_id, prompt text = the issue, answer = the gold patch (never used to grade).
 
     meta is the official record, so an SWE env can rebuild the instance with `SWEInstance.from_row`.
     """
-    inst = SWEInstance.from_row(row)
+    try:
+        inst = SWEInstance.from_row(row)
+    except InstanceError as exc:
+        raise BenchmarkDataError(f"benchmark 'swe-verified': row {index}: {exc}") from None
     return Problem(
         key=inst.instance_id, prompt=inst.problem_statement, answer=inst.patch, meta=inst.to_record()
     )
@@ -140,7 +89,7 @@ def swe_verified() -> BenchmarkSpec:
 
 def load_instances(data_path: str | Path | None = None, limit: int | None = None) -> list[SWEInstance]:
     """SWE-bench Verified instances from a local file (`--data`) or the pinned hub revision."""
-    return [SWEInstance.from_row(row) for row in swe_verified().load_rows(data_path, limit)]
+    return [SWEInstance.from_row(p.meta) for p in swe_verified().load(data_path, limit)]
 
 
 # ----------------------------------------------------------------------------- predictions
@@ -187,39 +136,6 @@ def read_predictions(path: str | Path) -> list[dict[str, Any]]:
 
 
 # ----------------------------------------------------------------------------- harness reports
-
-
-def harness_tests_status(
-    results: Mapping[str, str], fail_to_pass: Iterable[str], pass_to_pass: Iterable[str]
-) -> dict[str, dict[str, list[str]]]:
-    """The harness's `tests_status` from per-test outcomes (`PASSED`, `FAILED`, `SKIPPED`, `ERROR`, `XFAIL`).
-
-    As in the harness: a FAIL_TO_PASS test succeeds when PASSED (or XFAIL); a PASS_TO_PASS
-    test also when SKIPPED; a test missing from `results` fails.
-    """
-    status: dict[str, dict[str, list[str]]] = {}
-    for name, tests, ok in (
-        ("FAIL_TO_PASS", fail_to_pass, _F2P_SUCCESS),
-        ("PASS_TO_PASS", pass_to_pass, _P2P_SUCCESS),
-    ):
-        status[name] = {"success": [], "failure": []}
-        for test in tests:
-            status[name]["success" if results.get(test, "").upper() in ok else "failure"].append(test)
-    return status
-
-
-def is_resolved(tests_status: Mapping[str, Any]) -> bool:
-    """SWE-bench's rule: every FAIL_TO_PASS and every PASS_TO_PASS test in the success state.
-
-    `tests_status` is the harness's dict (`{"FAIL_TO_PASS": {"success": [...], "failure":
-    [...]}, "PASS_TO_PASS": {...}}`). An empty category counts as satisfied, as in the harness.
-    """
-    for name in ("FAIL_TO_PASS", "PASS_TO_PASS"):
-        if name not in tests_status or "failure" not in tests_status[name]:
-            raise ValueError(f"tests_status lacks {name}.failure: {sorted(tests_status)}")
-        if tests_status[name]["failure"]:
-            return False
-    return True
 
 
 _ID_LISTS = (

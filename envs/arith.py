@@ -123,13 +123,15 @@ class ArithTask(Task):
         """A single-turn episode graded by `grade_integer`."""
         return SingleTurnEnv(problem, grade_integer)
 
-    def demonstrations(self, rng: random.Random, n: int) -> list[tuple[list[Message], str]]:
-        """`n` noisy (messages, completion) pairs; see the class docstring for the noise."""
+    def demonstrations(self, rng: random.Random, n: int) -> list[list[Message]]:
+        """`n` noisy [user, assistant] conversations; see the class docstring for the noise."""
         demos = []
         for _ in range(n):
             problem = self.sample_problem(rng)
             completion = worked_solution(
                 problem.meta["operands"], problem.meta["ops"], rng=rng, error_rate=self.demo_error_rate
             )
-            demos.append(([{"role": "user", "content": problem.prompt}], completion))
+            demos.append(
+                [{"role": "user", "content": problem.prompt}, {"role": "assistant", "content": completion}]
+            )
         return demos

@@ -60,7 +60,13 @@ class StepResult:
 
 
 class Env(ABC):
-    """One episode of a task: `reset` once, then `step` with each assistant turn until done."""
+    """One episode of a task: `reset` once, then `step` with each assistant turn until done.
+
+    `observation_role` is the chat role under which observations are rendered for models
+    with a chat template ("user" for plain follow-ups, "tool" for tool outputs).
+    """
+
+    observation_role: ClassVar[str] = "user"
 
     @abstractmethod
     async def reset(self) -> list[Message]:
@@ -109,8 +115,9 @@ class Task(ABC):
 
     Class attributes: `name` (registry key), `summary` (one line), `default_runtime`
     ("local", "docker", or "none" for pure-text tasks), `max_new_tokens` (per assistant
-    turn), `max_turns`, and `stop` (stop strings for the rollout engine; empty means the
-    end-of-sequence token ends a turn).
+    turn), `max_turns`, `stop` (stop strings for the rollout engine; empty means the
+    end-of-sequence token ends a turn) and `pretrain_steps` (optimizer steps of the tiny
+    model's warm-start recipe on `demonstrations`, see `bench pretrain`).
     """
 
     name: ClassVar[str]
@@ -119,6 +126,7 @@ class Task(ABC):
     max_new_tokens: ClassVar[int]
     max_turns: ClassVar[int] = 1
     stop: ClassVar[tuple[str, ...]] = ()
+    pretrain_steps: ClassVar[int] = 1000
 
     @abstractmethod
     def sample_problem(self, rng: random.Random) -> Problem:
@@ -133,9 +141,12 @@ class Task(ABC):
     def make_env(self, problem: Problem) -> Env:
         """A fresh episode for `problem`."""
 
-    def demonstrations(self, rng: random.Random, n: int) -> list[tuple[list[Message], str]]:
-        """`n` (initial messages, assistant completion) pairs for supervised warm-start.
+    def demonstrations(self, rng: random.Random, n: int) -> list[list[Message]]:
+        """`n` whole conversations for supervised warm-start (`bench pretrain`).
 
-        Tasks without demonstrations raise NotImplementedError (the default).
+        Each is the episode's initial messages followed by alternating assistant turns and
+        observations exactly as the env returns them, ending with the assistant's final turn
+        (see `bench.chat.render_transcript`). Tasks without demonstrations raise
+        NotImplementedError (the default).
         """
         raise NotImplementedError(f"task {self.name!r} has no demonstrations")

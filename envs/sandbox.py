@@ -138,12 +138,21 @@ def _probe() -> dict[str, bool]:
     try:
         out = subprocess.run(
             [sys.executable, "-I", "-S", str(_CHILD), json.dumps(cfg)],
-            capture_output=True, text=True, timeout=60, env={"PATH": _PATH},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"PATH": _PATH},
         ).stdout
         caps = json.loads(out)
     except (OSError, ValueError, subprocess.SubprocessError):
         caps = {"rlimits": True}
-    for key in ("network_namespace", "mount_namespace", "pid_namespace", "unprivileged_uid", "parent_kill_protection"):
+    for key in (
+        "network_namespace",
+        "mount_namespace",
+        "pid_namespace",
+        "unprivileged_uid",
+        "parent_kill_protection",
+    ):
         caps.setdefault(key, False)
     # As root, RLIMIT_NPROC only works under a non-root uid; as a user it is enforced (approximately).
     caps["process_limit"] = caps["unprivileged_uid"] or os.geteuid() != 0
@@ -187,7 +196,9 @@ class Sandbox:
                 for name in [".", *dirs, *files]:
                     os.chown(os.path.join(root, name), self._uid, self._uid, follow_symlinks=False)
         self._busy = False
-        self._finalizer = weakref.finalize(self, _cleanup, self._uid, self._lock_fd, self.workdir if own else None)
+        self._finalizer = weakref.finalize(
+            self, _cleanup, self._uid, self._lock_fd, self.workdir if own else None
+        )
 
     @staticmethod
     def capabilities() -> dict[str, bool]:
@@ -227,9 +238,15 @@ class Sandbox:
         lim = self.limits
         cpu = max(1, math.ceil(lim.cpu_seconds))
         cfg = {
-            "cpu": cpu, "as": lim.memory_mb << 20, "fsize": lim.max_file_mb << 20, "nproc": lim.max_processes,
-            "uid": self._uid, "gid": self._uid, "keep": _keep_paths(self.workdir),
-            "netns": not lim.network and self._caps["network_namespace"], "pidns": self._caps["pid_namespace"],
+            "cpu": cpu,
+            "as": lim.memory_mb << 20,
+            "fsize": lim.max_file_mb << 20,
+            "nproc": lim.max_processes,
+            "uid": self._uid,
+            "gid": self._uid,
+            "keep": _keep_paths(self.workdir),
+            "netns": not lim.network and self._caps["network_namespace"],
+            "pidns": self._caps["pid_namespace"],
         }
         return [sys.executable, "-I", "-S", str(_CHILD), json.dumps(cfg), *argv]
 
@@ -256,7 +273,10 @@ class Sandbox:
             kill_uid(self._uid)
 
     async def arun(
-        self, argv: list[str], stdin: str | None = None, files: dict[str, str] | None = None,
+        self,
+        argv: list[str],
+        stdin: str | None = None,
+        files: dict[str, str] | None = None,
         env: dict[str, str] | None = None,
     ) -> SandboxResult:
         """Run `argv` in the sandbox (asyncio); `files` are written into workdir first.
@@ -277,9 +297,13 @@ class Sandbox:
     async def _arun(self, argv: list[str], stdin: str | None, env: dict[str, str] | None) -> SandboxResult:
         lim, t0 = self.limits, time.monotonic()
         proc = await asyncio.create_subprocess_exec(
-            *self._command(argv), cwd=self.workdir, env=self._env(env), start_new_session=True,
+            *self._command(argv),
+            cwd=self.workdir,
+            env=self._env(env),
+            start_new_session=True,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         out, err = Capture(lim.max_output_chars), Capture(lim.max_output_chars)
         reason: list[str] = []
@@ -333,8 +357,13 @@ class Sandbox:
         if killed_reason is None and (out_cut or err_cut):
             killed_reason = f"output truncated ({lim.max_output_chars} chars)"
         return SandboxResult(
-            returncode=rc, stdout=stdout, stderr=stderr, timed_out=timed_out, killed_reason=killed_reason,
-            seconds=time.monotonic() - t0, truncated=out_cut or err_cut,
+            returncode=rc,
+            stdout=stdout,
+            stderr=stderr,
+            timed_out=timed_out,
+            killed_reason=killed_reason,
+            seconds=time.monotonic() - t0,
+            truncated=out_cut or err_cut,
         )
 
     async def arun_python(self, code: str) -> SandboxResult:
@@ -345,7 +374,10 @@ class Sandbox:
         return await self.arun([sys.executable, "-I", "snippet.py"])
 
     def run(
-        self, argv: list[str], stdin: str | None = None, files: dict[str, str] | None = None,
+        self,
+        argv: list[str],
+        stdin: str | None = None,
+        files: dict[str, str] | None = None,
         env: dict[str, str] | None = None,
     ) -> SandboxResult:
         """Blocking version of `arun`; also works when called inside a running event loop."""

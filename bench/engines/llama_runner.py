@@ -107,7 +107,9 @@ class _LlamaRunner:
         # dynamic/longrope frequencies depend on the batch's length: no position table for them
         self.rope_table = "dynamic" not in rope_type and "longrope" not in rope_type
         half = self.head_dim // 2
-        self.sign = torch.tensor([-1.0] * half + [1.0] * (self.head_dim - half), device=self.device, dtype=self.dtype)
+        self.sign = torch.tensor(
+            [-1.0] * half + [1.0] * (self.head_dim - half), device=self.device, dtype=self.dtype
+        )
         self.capacity = 0
         self.k: list[torch.Tensor] = []
         self.v: list[torch.Tensor] = []
@@ -123,7 +125,9 @@ class _LlamaRunner:
         new_cap = min(self.max_len, max(needed, 2 * self.capacity, 64))
 
         def grown(old: torch.Tensor | None) -> torch.Tensor:
-            new = torch.zeros((self.slots, self.kv_heads, new_cap, self.head_dim), device=self.device, dtype=self.dtype)
+            new = torch.zeros(
+                (self.slots, self.kv_heads, new_cap, self.head_dim), device=self.device, dtype=self.dtype
+            )
             if old is not None:
                 new[:, :, : self.capacity] = old
             return new
@@ -139,7 +143,9 @@ class _LlamaRunner:
     def _hf_rope(self, positions_N_Q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sign-folded sin [N, Q, 1, d] from the model's own rotary module (its scaling
         included): rotate_half(x) * sin == roll(x, d/2) * (sign * sin)."""
-        cos, sin = self.model.model.rotary_emb(torch.empty(0, device=self.device, dtype=self.dtype), positions_N_Q)
+        cos, sin = self.model.model.rotary_emb(
+            torch.empty(0, device=self.device, dtype=self.dtype), positions_N_Q
+        )
         return cos[:, :, None], (sin * self.sign)[:, :, None]
 
     def blocks(self) -> list[_Block]:
@@ -165,8 +171,13 @@ class _LlamaRunner:
 
         act = F.silu if isinstance(mlp.act_fn, torch.nn.SiLU) else mlp.act_fn
         return _Block(
-            layer.input_layernorm, parts(attn.q_proj, attn.k_proj, attn.v_proj), parts(attn.o_proj)[0],
-            layer.post_attention_layernorm, parts(mlp.gate_proj, mlp.up_proj), parts(mlp.down_proj)[0], act,
+            layer.input_layernorm,
+            parts(attn.q_proj, attn.k_proj, attn.v_proj),
+            parts(attn.o_proj)[0],
+            layer.post_attention_layernorm,
+            parts(mlp.gate_proj, mlp.up_proj),
+            parts(mlp.down_proj)[0],
+            act,
             getattr(attn, "scaling", self.head_dim**-0.5),
         )
 
@@ -195,10 +206,12 @@ class _LlamaRunner:
         not padded to the longest one and one forward stays under the token budget.
         """
         order = sorted(range(len(seqs)), key=lambda n: len(seqs[n]))
-        out = torch.cat([
-            self._prefill_chunk([slots[n] for n in chunk], [seqs[n] for n in chunk])
-            for chunk in _length_buckets(order, [len(s) for s in seqs])
-        ])
+        out = torch.cat(
+            [
+                self._prefill_chunk([slots[n] for n in chunk], [seqs[n] for n in chunk])
+                for chunk in _length_buckets(order, [len(s) for s in seqs])
+            ]
+        )
         return out[torch.tensor(order, device=out.device).argsort()]  # back to the callers' order
 
     def _prefill_chunk(self, slots: list[int], seqs: list[list[int]]) -> torch.Tensor:
@@ -254,7 +267,9 @@ class _LlamaRunner:
             probs_M_g_K = torch.softmax(scores_M_g_K, dim=-1, dtype=torch.float32).to(self.dtype)
             return torch.bmm(probs_M_g_K, values_M_K_d).view(R, 1, self.heads * d)
 
-        x = self._layers(self.model.model.embed_tokens(torch.tensor(tokens_R, device=dev)[:, None]), positions_R_1, attend)
+        x = self._layers(
+            self.model.model.embed_tokens(torch.tensor(tokens_R, device=dev)[:, None]), positions_R_1, attend
+        )
         return _project(x[rows_N, 0], [self._head])
 
     def close(self) -> None:

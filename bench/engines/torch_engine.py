@@ -102,7 +102,9 @@ class _Active:
     def completion(self, reason: str) -> Completion:
         """The finished request."""
         r = self.request
-        return Completion(r.request_id, list(r.prompt_ids), self.token_ids, self.logprobs, self.versions, reason)
+        return Completion(
+            r.request_id, list(r.prompt_ids), self.token_ids, self.logprobs, self.versions, reason
+        )
 
 
 class _FullForwardRunner:
@@ -117,8 +119,10 @@ class _FullForwardRunner:
         """logits_N_V of the next token after each sequence (left-padded like the learner's batch)."""
         batch = pack(seqs, [[] for _ in seqs], self.pad_id).to(self.device)
         out = self.model(
-            input_ids=batch.input_ids_B_L, attention_mask=batch.attention_mask_B_L,
-            position_ids=batch.position_ids_B_L, use_cache=False,
+            input_ids=batch.input_ids_B_L,
+            attention_mask=batch.attention_mask_B_L,
+            position_ids=batch.position_ids_B_L,
+            use_cache=False,
         )
         return out.logits[:, -1]
 
@@ -127,7 +131,11 @@ class TorchEngine(Engine):
     """Continuous-batching engine in plain PyTorch (module docstring); CPU or a single GPU."""
 
     def __init__(
-        self, model: Any, tokenizer: Any, max_batch_size: int = 32, max_seq_len: int | None = None,
+        self,
+        model: Any,
+        tokenizer: Any,
+        max_batch_size: int = 32,
+        max_seq_len: int | None = None,
         num_threads: int | None = None,
     ) -> None:
         """`num_threads`: intra-op threads while `step()` runs (set for the calling thread and
@@ -172,7 +180,9 @@ class TorchEngine(Engine):
         if not request.prompt_ids:
             raise ValueError(f"request {request.request_id}: empty prompt (add the bos token)")
         if s.temperature < 0 or not 0 < s.top_p <= 1:
-            raise ValueError(f"request {request.request_id}: need temperature >= 0 and 0 < top_p <= 1, got {s}")
+            raise ValueError(
+                f"request {request.request_id}: need temperature >= 0 and 0 < top_p <= 1, got {s}"
+            )
         with self._queue_lock:
             self._waiting.append(request)
 
@@ -208,7 +218,11 @@ class TorchEngine(Engine):
                         finished.append(a.completion(reason))
                         self._slots[a.slot] = None
             c = self._counters
-            c["tokens"], c["active"], c["steps"] = c["tokens"] + len(rows), c["active"] + len(rows), c["steps"] + 1
+            c["tokens"], c["active"], c["steps"] = (
+                c["tokens"] + len(rows),
+                c["active"] + len(rows),
+                c["steps"] + 1,
+            )
             c["seconds"] += time.perf_counter() - start
             return finished
 
@@ -221,7 +235,9 @@ class TorchEngine(Engine):
             # a key may be absent only if it shares storage with a provided one (tied embeddings)
             missing = [k for k in own if k not in state_dict and own[k].data_ptr() not in provided]
             if unexpected or missing:
-                raise ValueError(f"update_weights: unexpected keys {unexpected[:5]}, missing keys {missing[:5]}")
+                raise ValueError(
+                    f"update_weights: unexpected keys {unexpected[:5]}, missing keys {missing[:5]}"
+                )
             for name, tensor in state_dict.items():
                 own[name].copy_(tensor)
             self.version = version

@@ -60,7 +60,9 @@ class VLLMEngine(Engine):
             os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process: see the module docstring
             import vllm
         except ImportError:
-            raise UsageError("the vllm engine needs vLLM, which is not installed: pip install -e .[gpu]") from None
+            raise UsageError(
+                "the vllm engine needs vLLM, which is not installed: pip install -e .[gpu]"
+            ) from None
         self._vllm = vllm
         self.tokenizer, self.version = tokenizer, 0
         self._dir = tempfile.mkdtemp(prefix="bench-vllm-")
@@ -68,8 +70,15 @@ class VLLMEngine(Engine):
         tokenizer.save_pretrained(self._dir)
         self._max_len = int(max_seq_len or getattr(model.config, "max_position_embeddings", 2048))
         args = dict(
-            model=self._dir, tokenizer=self._dir, dtype=dtype, max_num_seqs=max_batch_size, max_model_len=self._max_len,
-            enable_prefix_caching=False, enforce_eager=True, gpu_memory_utilization=0.5, seed=0,
+            model=self._dir,
+            tokenizer=self._dir,
+            dtype=dtype,
+            max_num_seqs=max_batch_size,
+            max_model_len=self._max_len,
+            enable_prefix_caching=False,
+            enforce_eager=True,
+            gpu_memory_utilization=0.5,
+            seed=0,
         )
         args.update(engine_kwargs)
         names = {f.name for f in fields(vllm.EngineArgs)}
@@ -103,7 +112,9 @@ class VLLMEngine(Engine):
                 request = self._waiting.popleft()
                 budget = min(request.sampling.max_new_tokens, self._max_len - len(request.prompt_ids))
                 if budget <= 0:  # no room for a single token, as in TorchEngine
-                    finished.append(Completion(request.request_id, list(request.prompt_ids), [], [], [], "length"))
+                    finished.append(
+                        Completion(request.request_id, list(request.prompt_ids), [], [], [], "length")
+                    )
                 else:
                     self._add(request, budget)
             outputs = self._engine.step()
@@ -145,11 +156,21 @@ class VLLMEngine(Engine):
     def _add(self, request: GenerationRequest, max_tokens: int) -> None:
         s = request.sampling
         params = self._vllm.SamplingParams(
-            temperature=s.temperature, top_p=s.top_p, max_tokens=max_tokens, stop=list(s.stop) or None,
-            include_stop_str_in_output=True, seed=request.seed, logprobs=0,  # 0: the sampled token only
+            temperature=s.temperature,
+            top_p=s.top_p,
+            max_tokens=max_tokens,
+            stop=list(s.stop) or None,
+            include_stop_str_in_output=True,
+            seed=request.seed,
+            logprobs=0,  # 0: the sampled token only
         )
         self._engine.add_request(request.request_id, {"prompt_token_ids": list(request.prompt_ids)}, params)
-        self._live[request.request_id] = {"prompt": list(request.prompt_ids), "tokens": [], "logprobs": [], "versions": []}
+        self._live[request.request_id] = {
+            "prompt": list(request.prompt_ids),
+            "tokens": [],
+            "logprobs": [],
+            "versions": [],
+        }
 
     def _record(self, out: Any) -> Completion | None:
         """Append the tokens vLLM produced since the last step (outputs are cumulative)."""
@@ -168,16 +189,28 @@ class VLLMEngine(Engine):
         reason = sample.finish_reason
         if reason == "stop":  # vLLM says "stop" for eos too; stop_reason is the matched string
             reason = "stop" if isinstance(sample.stop_reason, str) else "eos"
-        return Completion(out.request_id, state["prompt"], state["tokens"], state["logprobs"], state["versions"],
-                          reason if reason in ("eos", "stop") else "length")
+        return Completion(
+            out.request_id,
+            state["prompt"],
+            state["tokens"],
+            state["logprobs"],
+            state["versions"],
+            reason if reason in ("eos", "stop") else "length",
+        )
 
     def _warn_logprob_semantics(self, request: GenerationRequest) -> None:
         s = request.sampling
         if not self._processed_logprobs and s.temperature not in (0.0, 1.0) and "raw" not in self._warned:
             self._warned.add("raw")
-            warnings.warn("this vLLM reports untempered log-probs; they differ from the learner's at "
-                          f"temperature {s.temperature} (upgrade to vLLM >= 0.10.2)", stacklevel=3)
+            warnings.warn(
+                "this vLLM reports untempered log-probs; they differ from the learner's at "
+                f"temperature {s.temperature} (upgrade to vLLM >= 0.10.2)",
+                stacklevel=3,
+            )
         if self._processed_logprobs and s.top_p < 1.0 and "top_p" not in self._warned:
             self._warned.add("top_p")
-            warnings.warn("with top_p < 1 vLLM's log-probs are renormalised over the nucleus, unlike the "
-                          "learner's full-distribution log-probs", stacklevel=3)
+            warnings.warn(
+                "with top_p < 1 vLLM's log-probs are renormalised over the nucleus, unlike the "
+                "learner's full-distribution log-probs",
+                stacklevel=3,
+            )

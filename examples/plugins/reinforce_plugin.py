@@ -17,8 +17,9 @@ from algorithms.base import AdvantageResult, Algorithm, LossOutput, PolicyLossIn
 
 @dataclass(frozen=True)
 class Config:
-    baseline: str = doc("'batch-mean' subtracts the batch's mean reward; 'none' uses raw rewards",
-                        default="batch-mean")
+    baseline: str = doc(
+        "'batch-mean' subtracts the batch's mean reward; 'none' uses raw rewards", default="batch-mean"
+    )
 
 
 class Reinforce(Algorithm):

@@ -23,8 +23,9 @@ def vllm_engine():
     """A VLLMEngine around a random tiny model (saved to a temporary directory by the engine)."""
     pytest.importorskip("vllm")
     model, tok = new_tiny_model(seed=0)
-    engine = make_engine("vllm", copy.deepcopy(model), tok, max_batch_size=8, dtype="float32",
-                         gpu_memory_utilization=0.2)
+    engine = make_engine(
+        "vllm", copy.deepcopy(model), tok, max_batch_size=8, dtype="float32", gpu_memory_utilization=0.2
+    )
     yield engine, model, tok
     engine.close()
 
@@ -32,8 +33,12 @@ def vllm_engine():
 def _requests(tok, n: int, sampling: SamplingParams) -> list[GenerationRequest]:
     texts = ["hi", "What is 2+2?", "x", "The quick brown fox\njumps", "a b c", "Q: 17*3\nA:"]
     return [
-        GenerationRequest(f"r{i}", [tok.bos_token_id] + tok.encode(texts[i % len(texts)], add_special_tokens=False),
-                          sampling, seed=i)
+        GenerationRequest(
+            f"r{i}",
+            [tok.bos_token_id] + tok.encode(texts[i % len(texts)], add_special_tokens=False),
+            sampling,
+            seed=i,
+        )
         for i in range(n)
     ]
 
@@ -44,7 +49,8 @@ def _max_logprob_error(model, completions, temperature: float) -> float:
         logp_B_T, _ = response_logprobs(model, batch, temperature=temperature)
     return max(
         (torch.tensor(c.logprobs) - logp_B_T[b, : len(c.token_ids)]).abs().max().item()
-        for b, c in enumerate(completions) if c.token_ids
+        for b, c in enumerate(completions)
+        if c.token_ids
     )
 
 

@@ -27,21 +27,49 @@ def _env(extra_path: Path | None = None) -> dict[str, str]:
 
 
 def _common(base: Path) -> list[str]:
-    args = ["--model", str(base), "--set", "trajectories_per_step=8", "--set", "max_new_tokens=48",
-            "--set", "engine_slots=8", "--set", "policy_lr=1e-3", "--no-progress"]
+    args = [
+        "--model",
+        str(base),
+        "--set",
+        "trajectories_per_step=8",
+        "--set",
+        "max_new_tokens=48",
+        "--set",
+        "engine_slots=8",
+        "--set",
+        "policy_lr=1e-3",
+        "--no-progress",
+    ]
     for key, value in TASK_ARGS.items():
         args += ["--set", f"task.{key}={value}"]
     return args
 
 
 def bench(*args: str, env=None, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bench.cli", *args], capture_output=True, text=True,
-                          cwd=REPO, env=env or _env(), timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "bench.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env or _env(),
+        timeout=timeout,
+    )
 
 
 def test_cli_run_writes_a_complete_run_dir(base_checkpoint, tmp_path):
     out = tmp_path / "run"
-    res = bench("run", "--algo", "grpo", "--task", "arith", "--steps", "2", "--out", str(out), *_common(base_checkpoint))
+    res = bench(
+        "run",
+        "--algo",
+        "grpo",
+        "--task",
+        "arith",
+        "--steps",
+        "2",
+        "--out",
+        str(out),
+        *_common(base_checkpoint),
+    )
     assert res.returncode == 0, res.stderr
     for name in ("config.json", "env.json", "metrics.jsonl", "summary.json"):
         assert (out / name).is_file(), name
@@ -51,8 +79,17 @@ def test_cli_run_writes_a_complete_run_dir(base_checkpoint, tmp_path):
     env = json.loads((out / "env.json").read_text())
     assert {"git_commit", "git_dirty", "packages", "seed"} <= set(env)
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    required = {"reward/mean", "loss/policy", "policy/clip_frac", "policy/approx_kl", "policy/entropy",
-                "staleness/mean", "staleness/max", "rollout/tokens", "time/step_s"}
+    required = {
+        "reward/mean",
+        "loss/policy",
+        "policy/clip_frac",
+        "policy/approx_kl",
+        "policy/entropy",
+        "staleness/mean",
+        "staleness/max",
+        "rollout/tokens",
+        "time/step_s",
+    }
     assert [r["step"] for r in lines] == [1, 2] and required <= set(lines[0])
 
 
@@ -65,7 +102,10 @@ def test_cli_run_writes_a_complete_run_dir(base_checkpoint, tmp_path):
         (["--set", "trajectories_per_step=abc"], "trajectories_per_step: expected int"),
         (["--set", "algo.eps_hgh=1"], "algo.eps_hgh: unknown field of sao; valid fields:"),
         (["--set", "stale_policy=keep"], "stale_policy: invalid value 'keep'; valid choices: drop, requeue"),
-        (["--set", "trajectories_per_step=12", "--algo", "grpo"], "not a multiple of grpo's rollouts per prompt (8)"),
+        (
+            ["--set", "trajectories_per_step=12", "--algo", "grpo"],
+            "not a multiple of grpo's rollouts per prompt (8)",
+        ),
         (["--model", "/no/such/dir"], "not found"),
         (["--preset", "nope"], "unknown preset 'nope' for sao; valid presets:"),
     ],
@@ -80,8 +120,25 @@ def test_bad_input_is_one_line_exit_2(args, expected, tmp_path):
 
 def test_kill_9_then_resume_has_no_gap_or_duplicate(base_checkpoint, tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "bench.cli", "run", "--algo", "sao", "--steps", "8", "--checkpoint-every", "2",
-           "--mode", "sync", "--out", str(out), *_common(base_checkpoint), "--set", "algo.critic_warmup_steps=1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.cli",
+        "run",
+        "--algo",
+        "sao",
+        "--steps",
+        "8",
+        "--checkpoint-every",
+        "2",
+        "--mode",
+        "sync",
+        "--out",
+        str(out),
+        *_common(base_checkpoint),
+        "--set",
+        "algo.critic_warmup_steps=1",
+    ]
     proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 240
@@ -99,7 +156,7 @@ def test_kill_9_then_resume_has_no_gap_or_duplicate(base_checkpoint, tmp_path):
     assert json.loads((out / "summary.json").read_text())["steps"] == 8
 
 
-NAN_PLUGIN = '''
+NAN_PLUGIN = """
 from dataclasses import dataclass
 from algorithms.advantages import broadcast_to_tokens
 from algorithms.base import AdvantageResult, Algorithm, LossOutput
@@ -118,14 +175,29 @@ class AlwaysNaN(Algorithm):
 
     def policy_loss(self, inp):
         return LossOutput((inp.logp_B_T * 0).sum() * float("nan"), {"loss/policy": float("nan")})
-'''
+"""
 
 
 def test_nonfinite_losses_are_skipped_then_the_run_stops(base_checkpoint, tmp_path):
     (tmp_path / "nan_plugin.py").write_text(textwrap.dedent(NAN_PLUGIN))
     out = tmp_path / "run"
-    res = bench("run", "--plugin", "nan_plugin", "--algo", "always-nan", "--steps", "10", "--mode", "sync",
-                "--out", str(out), "--set", "nan_patience=3", *_common(base_checkpoint), env=_env(tmp_path))
+    res = bench(
+        "run",
+        "--plugin",
+        "nan_plugin",
+        "--algo",
+        "always-nan",
+        "--steps",
+        "10",
+        "--mode",
+        "sync",
+        "--out",
+        str(out),
+        "--set",
+        "nan_patience=3",
+        *_common(base_checkpoint),
+        env=_env(tmp_path),
+    )
     assert res.returncode == 1, res.stderr
     assert "run stopped: 3 consecutive non-finite losses" in res.stderr and "Traceback" not in res.stderr
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -137,12 +209,35 @@ def test_data_parallel_ranks_stay_identical(base_checkpoint, tmp_path):
     """Two CPU ranks (gloo) on different rollouts: after 2 steps both hold the same weights,
     and those weights moved away from the base checkpoint."""
     out = tmp_path / "dp"
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-           "-m", "bench.cli", "run", "--algo", "sao", "--steps", "2", "--out", str(out),
-           "--set", "algo.critic_warmup_steps=0", *_common(base_checkpoint)]
-    res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env={**_env(), "ACCELERATE_USE_CPU": "1"},
-                         timeout=600)
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "-m",
+        "bench.cli",
+        "run",
+        "--algo",
+        "sao",
+        "--steps",
+        "2",
+        "--out",
+        str(out),
+        "--set",
+        "algo.critic_warmup_steps=0",
+        *_common(base_checkpoint),
+    ]
+    res = subprocess.run(
+        cmd, capture_output=True, text=True, cwd=REPO, env={**_env(), "ACCELERATE_USE_CPU": "1"}, timeout=600
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["world_size"] == 2

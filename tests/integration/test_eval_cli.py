@@ -33,10 +33,18 @@ def checkpoint(tmp_path_factory) -> Path:
 def bench_eval(*args: str, cache: Path, cwd: Path, hf_home: Path | None = None, timeout: int = 120):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "BENCH_CACHE_DIR": str(cache)}
     if hf_home is not None:  # an empty HF cache: no stray local copy of a hub dataset
-        env.update(HF_HOME=str(hf_home), HF_HUB_CACHE=str(hf_home / "hub"), HF_DATASETS_CACHE=str(hf_home / "ds"))
+        env.update(
+            HF_HOME=str(hf_home), HF_HUB_CACHE=str(hf_home / "hub"), HF_DATASETS_CACHE=str(hf_home / "ds")
+        )
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-m", "bench.cli", "eval", *args, "--no-progress"],
-                          capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "bench.cli", "eval", *args, "--no-progress"],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+    )
 
 
 def _one_line_error(res: subprocess.CompletedProcess) -> str:
@@ -48,8 +56,20 @@ def _one_line_error(res: subprocess.CompletedProcess) -> str:
 
 def test_eval_arith_checkpoint(checkpoint, cache_dir, tmp_path):
     out = tmp_path / "evals"
-    res = bench_eval("--model", str(checkpoint), "--bench", "arith", "--limit", "5", "--k", "2",
-                     "--out", str(out), cache=cache_dir, cwd=tmp_path)
+    res = bench_eval(
+        "--model",
+        str(checkpoint),
+        "--bench",
+        "arith",
+        "--limit",
+        "5",
+        "--k",
+        "2",
+        "--out",
+        str(out),
+        cache=cache_dir,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     records = [json.loads(line) for line in (out / "arith.jsonl").read_text().splitlines()]
     assert len(records) == 10 and {r["problem_id"] for r in records} and records[0]["benchmark"] == "arith"
@@ -64,8 +84,24 @@ def test_eval_imo_answerbench_local_data(checkpoint, cache_dir, tmp_path):
     if not data.is_file():
         pytest.skip(f"shared data not present: {data}")
     out = tmp_path / "evals"
-    res = bench_eval("--model", str(checkpoint), "--bench", "imo-answerbench", "--data", str(data), "--limit", "3",
-                     "--k", "1", "--max-new-tokens", "16", "--out", str(out), cache=cache_dir, cwd=tmp_path)
+    res = bench_eval(
+        "--model",
+        str(checkpoint),
+        "--bench",
+        "imo-answerbench",
+        "--data",
+        str(data),
+        "--limit",
+        "3",
+        "--k",
+        "1",
+        "--max-new-tokens",
+        "16",
+        "--out",
+        str(out),
+        cache=cache_dir,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     summary = json.loads((out / "imo-answerbench.summary.json").read_text())
     prov = summary["provenance"]
@@ -77,8 +113,15 @@ def test_eval_imo_answerbench_local_data(checkpoint, cache_dir, tmp_path):
 
 def test_hub_benchmark_offline_without_data_fails_fast(checkpoint, cache_dir, tmp_path):
     start = time.perf_counter()
-    res = bench_eval("--model", str(checkpoint), "--bench", "beyond-aime", cache=cache_dir, cwd=tmp_path,
-                     hf_home=tmp_path / "hf")
+    res = bench_eval(
+        "--model",
+        str(checkpoint),
+        "--bench",
+        "beyond-aime",
+        cache=cache_dir,
+        cwd=tmp_path,
+        hf_home=tmp_path / "hf",
+    )
     elapsed = time.perf_counter() - start
     assert "--data" in _one_line_error(res)
     assert elapsed < 10, f"took {elapsed:.1f}s"

@@ -22,9 +22,18 @@ def _config(algo: str, base, **extra):
     fields = {f.name for f in dataclasses.fields(registry.get(algo).Config)}
     algo_args = {"critic_warmup_steps": 0} if "critic_warmup_steps" in fields else {}
     layer = {
-        "algo": algo, "model": str(base), "steps": 2, "trajectories_per_step": 16, "mode": "sync",
-        "checkpoint_every": 0, "max_new_tokens": 48, "engine_slots": 16, "policy_lr": 1e-3, "critic_lr": 1e-3,
-        "task_args": dict(TASK_ARGS), "algo_args": algo_args,
+        "algo": algo,
+        "model": str(base),
+        "steps": 2,
+        "trajectories_per_step": 16,
+        "mode": "sync",
+        "checkpoint_every": 0,
+        "max_new_tokens": 48,
+        "engine_slots": 16,
+        "policy_lr": 1e-3,
+        "critic_lr": 1e-3,
+        "task_args": dict(TASK_ARGS),
+        "algo_args": algo_args,
     }
     layer.update(extra)
     return build_config(layer)

@@ -44,7 +44,9 @@ def test_clean_demonstrations_are_always_correct():
     task = ArithTask(demo_error_rate=0.0)
     demos = task.demonstrations(random.Random(1), 300)
     assert len(demos) == 300
-    for messages, completion in demos:
+    for *messages, reply in demos:
+        completion = reply["content"]
+        assert reply["role"] == "assistant"
         assert messages[-1]["role"] == "user" and messages[-1]["content"].endswith("=?\n")
         answer = str(eval(messages[-1]["content"][:-3]))
         problem = Problem(key="k", prompt=messages[-1]["content"], answer=answer)
@@ -56,7 +58,8 @@ def test_clean_demonstrations_are_always_correct():
 def _demo_correct_rate(task, n, seed):
     demos = task.demonstrations(random.Random(seed), n)
     ok = 0
-    for messages, completion in demos:
+    for *messages, reply in demos:
+        completion = reply["content"]
         answer = str(eval(messages[-1]["content"][:-3]))
         ok += grade_integer(completion, answer).correct
     return ok / n, demos
@@ -75,8 +78,8 @@ def test_noisy_demonstrations_errors_propagate():
     assert 0.58 < rate < 0.74, rate
     # an erroneous step is off by 1 or 2, and the next line continues from the wrong value
     bad_steps = 0
-    for _, completion in demos:
-        lines = completion.split("\n")
+    for _, reply in demos:
+        lines = reply["content"].split("\n")
         for line, nxt in zip(lines[:-1], lines[1:]):
             lhs, shown = line.split("=")
             true = eval(lhs)
@@ -92,7 +95,7 @@ def test_length_distribution_is_heavy_tailed():
     assert 0.30 < counts[2] / 2000 < 0.40  # P(2 operands) = p_more = 0.35
     assert sum(c for n, c in counts.items() if n >= 8) >= 50  # expected ~150 (7.5%)
     assert counts[12] > 0 and max(counts) == 12
-    lengths = [len(c) for _, c in task.demonstrations(random.Random(5), 500)]
+    lengths = [len(reply["content"]) for _, reply in task.demonstrations(random.Random(5), 500)]
     assert max(lengths) >= 4 * min(lengths)
 
 

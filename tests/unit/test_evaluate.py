@@ -16,10 +16,31 @@ from envs.base import Problem
 from envs.math.graders import GradeResult
 
 SAMPLING = {"max_new_tokens": 24}  # a random model rarely stops by itself: keep samples short
-RECORD_FIELDS = {"benchmark", "problem_id", "sample_index", "completion", "extracted", "correct",
-                 "grader_method", "tokens", "seconds", "finish_reason"}
-PROVENANCE_KEYS = {"benchmark", "version", "source", "data_hash", "data_path", "sampling", "engine", "seed",
-                   "git_commit", "model", "environment"}
+RECORD_FIELDS = {
+    "benchmark",
+    "problem_id",
+    "sample_index",
+    "completion",
+    "extracted",
+    "correct",
+    "grader_method",
+    "tokens",
+    "seconds",
+    "finish_reason",
+}
+PROVENANCE_KEYS = {
+    "benchmark",
+    "version",
+    "source",
+    "data_hash",
+    "data_path",
+    "sampling",
+    "engine",
+    "seed",
+    "git_commit",
+    "model",
+    "environment",
+}
 
 
 @pytest.fixture(scope="module")
@@ -30,15 +51,19 @@ def tiny():
 @pytest.fixture(scope="module")
 def arith_result(tiny):
     model, tokenizer = tiny
-    return evaluate(model, tokenizer, get_benchmark("arith"), k=2, limit=5, sampling=SAMPLING, seed=0, progress=False)
+    return evaluate(
+        model, tokenizer, get_benchmark("arith"), k=2, limit=5, sampling=SAMPLING, seed=0, progress=False
+    )
 
 
 def test_records_and_summary_are_consistent(arith_result, tmp_path):
     records, summary = arith_result.records, arith_result.summary
     assert len(records) == 10
     assert all(RECORD_FIELDS <= set(r) for r in records)
-    assert [(r["problem_id"], r["sample_index"]) for r in records][:2] == [(records[0]["problem_id"], 0),
-                                                                          (records[0]["problem_id"], 1)]
+    assert [(r["problem_id"], r["sample_index"]) for r in records][:2] == [
+        (records[0]["problem_id"], 0),
+        (records[0]["problem_id"], 1),
+    ]
     assert all(r["tokens"] <= 24 and r["finish_reason"] in {"eos", "stop", "length"} for r in records)
 
     by_problem: dict[str, list[bool]] = {}
@@ -47,7 +72,12 @@ def test_records_and_summary_are_consistent(arith_result, tmp_path):
     avg = sum(sum(v) / len(v) for v in by_problem.values()) / len(by_problem)
     assert summary["avg_at_k"] == pytest.approx(avg)
     assert summary["pass_at_k"]["1"] == pytest.approx(avg)
-    assert (summary["benchmark"], summary["version"], summary["n_problems"], summary["k"]) == ("arith", 1, 5, 2)
+    assert (summary["benchmark"], summary["version"], summary["n_problems"], summary["k"]) == (
+        "arith",
+        1,
+        5,
+        2,
+    )
     assert sum(summary["grader_methods"].values()) == 10 and sum(summary["finish_reasons"].values()) == 10
     assert summary["total_tokens"] == sum(r["tokens"] for r in records)
     for key in ("stderr", "ci95", "bootstrap_ci95", "n_string_fallback"):
@@ -66,8 +96,17 @@ def test_records_and_summary_are_consistent(arith_result, tmp_path):
 
 def test_same_seed_same_completions(tiny, arith_result):
     model, tokenizer = tiny
-    again = evaluate(model, tokenizer, get_benchmark("arith"), k=2, limit=5, sampling=SAMPLING, seed=0,
-                     progress=False, engine_slots=3)  # other batching, same per-sample seeds
+    again = evaluate(
+        model,
+        tokenizer,
+        get_benchmark("arith"),
+        k=2,
+        limit=5,
+        sampling=SAMPLING,
+        seed=0,
+        progress=False,
+        engine_slots=3,
+    )  # other batching, same per-sample seeds
     assert [r["completion"] for r in again.records] == [r["completion"] for r in arith_result.records]
     assert again.summary["provenance"]["data_hash"] == arith_result.summary["provenance"]["data_hash"]
 
@@ -81,9 +120,15 @@ def _fake_grader(completion: str, answer: str) -> GradeResult:
 def _fake_spec() -> BenchmarkSpec:
     rows = [{"key": f"p{i}", "problem": f"{i}+1=?\n", "answer": str(i + 1)} for i in range(4)]
     return BenchmarkSpec(
-        name="fake", version=3, description="fake", license="none", prompt_template="{problem}",
-        source=BuiltinSource(recipe="test rows", build=lambda: rows), grader=_fake_grader,
-        sampling=SamplingDefaults(max_new_tokens=6, k=5), columns=("problem", "answer"),
+        name="fake",
+        version=3,
+        description="fake",
+        license="none",
+        prompt_template="{problem}",
+        source=BuiltinSource(recipe="test rows", build=lambda: rows),
+        grader=_fake_grader,
+        sampling=SamplingDefaults(max_new_tokens=6, k=5),
+        columns=("problem", "answer"),
         parse_row=lambda i, row: Problem(key=row["key"], prompt=row["problem"], answer=row["answer"]),
     )
 
@@ -106,7 +151,9 @@ def test_pass_at_k_matches_stats(tiny):
     ci = stats.mean_stderr_ci(pass1)
     assert summary["stderr"] == pytest.approx(ci["stderr"])
     assert summary["ci95"] == pytest.approx([ci["ci_low"], ci["ci_high"]])
-    assert summary["n_string_fallback"] == sum(r["grader_method"].startswith("fallback") for r in result.records)
+    assert summary["n_string_fallback"] == sum(
+        r["grader_method"].startswith("fallback") for r in result.records
+    )
     assert summary["version"] == 3
     metrics = eval_metrics(summary)
     assert metrics["eval/fake/avg_at_k"] == summary["avg_at_k"] and "eval/fake/pass_at_5" in metrics
@@ -121,6 +168,8 @@ def test_swe_verified_is_not_implemented(tiny):
 def test_bad_settings_are_user_errors(tiny):
     model, tokenizer = tiny
     with pytest.raises(ValueError, match="top_p"):
-        evaluate(model, tokenizer, get_benchmark("arith"), k=1, limit=1, sampling={"top_p": 0}, progress=False)
+        evaluate(
+            model, tokenizer, get_benchmark("arith"), k=1, limit=1, sampling={"top_p": 0}, progress=False
+        )
     with pytest.raises(ValueError, match="unknown sampling"):
         evaluate(model, tokenizer, get_benchmark("arith"), k=1, limit=1, sampling={"topp": 1}, progress=False)

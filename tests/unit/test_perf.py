@@ -19,7 +19,11 @@ def _perf(*args: str, tmp_path: Path) -> tuple[dict, dict]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "BENCH_CACHE_DIR": str(tmp_path / "cache")}
     proc = subprocess.run(
         [sys.executable, "-m", "bench.cli", "perf", *args, "--out", str(out)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     printed = json.loads(proc.stdout)  # stdout is exactly one JSON object
@@ -50,13 +54,19 @@ def test_perf_quick_engine_and_learner(tmp_path):
     engine = result["sections"]["engine"]
     assert engine["target"] == ">= 1.5" and isinstance(engine["reached"], bool)
     assert engine["setup"]["prompts"] == 8 and engine["setup"]["new_tokens_per_prompt"] == 16
-    assert result["summary"] == {"engine": {"ratio": engine["ratio"], "target": ">= 1.5", "reached": engine["reached"]}}
+    assert result["summary"] == {
+        "engine": {"ratio": engine["ratio"], "target": ">= 1.5", "reached": engine["reached"]}
+    }
 
 
 @pytest.mark.parametrize("bad", [["--only", "engine,warp"], ["--repeats", "0"]])
 def test_perf_rejects_bad_options(tmp_path, bad):
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.cli", "perf", *bad], cwd=REPO, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "bench.cli", "perf", *bad],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert proc.returncode == 2 and proc.stdout == ""

@@ -52,11 +52,13 @@ def test_plugin_module_registers(monkeypatch):
 
 
 def test_duplicate_name_rejected(tmp_path, monkeypatch):
-    (tmp_path / "dup_plugin.py").write_text(textwrap.dedent('''
+    (tmp_path / "dup_plugin.py").write_text(
+        textwrap.dedent("""
         from algorithms.sao import SAO
         class MySAO(SAO):
             name = "sao"
-    '''))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(registry.RegistryError, match="duplicate algorithm name 'sao'"):
         registry.load_plugin_module("dup_plugin")
@@ -96,8 +98,14 @@ def _bench(*args: str, env_extra: dict | None = None) -> subprocess.CompletedPro
     import os
 
     env = {**os.environ, **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "bench.cli", *args], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "bench.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
 
 
 def test_cli_algos_json_and_plugin_flag():

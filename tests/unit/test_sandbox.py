@@ -22,7 +22,9 @@ CAPS = Sandbox.capabilities()
 
 def needs(capability: str):
     """Skip unless this machine provides `capability` (as reported by Sandbox.capabilities())."""
-    return pytest.mark.skipif(not CAPS.get(capability), reason=f"capabilities()[{capability!r}] is False here")
+    return pytest.mark.skipif(
+        not CAPS.get(capability), reason=f"capabilities()[{capability!r}] is False here"
+    )
 
 
 def still_works(sb: Sandbox) -> None:
@@ -39,7 +41,13 @@ def box():
 
 def test_capabilities_report() -> None:
     assert CAPS["rlimits"] is True
-    for key in ("network_namespace", "unprivileged_uid", "process_limit", "file_isolation", "mount_namespace"):
+    for key in (
+        "network_namespace",
+        "unprivileged_uid",
+        "process_limit",
+        "file_isolation",
+        "mount_namespace",
+    ):
         assert isinstance(CAPS[key], bool)
 
 

@@ -129,7 +129,9 @@ def test_value_model_alignment_and_round_trip(tiny, tmp_path):
         values_B_T = critic.forward_values(batch)
         for b, (p, r) in enumerate(zip(prompts, responses)):
             hidden = critic.backbone(input_ids=torch.tensor([p + r])).last_hidden_state[0]
-            ref = critic.value_head(hidden).squeeze(-1)[len(p) - 1 : len(p) - 1 + len(r)]  # state before token t
+            ref = critic.value_head(hidden).squeeze(-1)[
+                len(p) - 1 : len(p) - 1 + len(r)
+            ]  # state before token t
             torch.testing.assert_close(values_B_T[b, : len(r)], ref, atol=1e-5, rtol=0)
             assert torch.all(values_B_T[b, len(r) :] == 0)
     assert critic.backbone is not model.model  # a copy: training it leaves the policy alone
@@ -153,7 +155,12 @@ def test_freeze_attention_freezes_exactly_attention(tiny):
 # ---- configuration and loading ---------------------------------------------------------------
 def test_tiny_config_and_seeding():
     cfg = tiny_config(100)
-    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads) == (128, 4, 4, 2)
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads) == (
+        128,
+        4,
+        4,
+        2,
+    )
     assert (cfg.intermediate_size, cfg.max_position_embeddings, cfg.tie_word_embeddings) == (384, 1024, True)
     a, _ = new_tiny_model(3)
     b, _ = new_tiny_model(3)

@@ -20,8 +20,19 @@ def tiny():
 
 
 def _prompts(tok, n: int) -> list[list[int]]:
-    texts = ["hi", "What is 2+2?", "x", "The quick brown fox\njumps", "a b c d e f g", "??", "Q: 17*3\nA:", "long " * 9]
-    return [[tok.bos_token_id] + tok.encode(texts[i % len(texts)], add_special_tokens=False) for i in range(n)]
+    texts = [
+        "hi",
+        "What is 2+2?",
+        "x",
+        "The quick brown fox\njumps",
+        "a b c d e f g",
+        "??",
+        "Q: 17*3\nA:",
+        "long " * 9,
+    ]
+    return [
+        [tok.bos_token_id] + tok.encode(texts[i % len(texts)], add_special_tokens=False) for i in range(n)
+    ]
 
 
 def _requests(tok, n: int, sampling: SamplingParams, seed0: int = 0) -> list[GenerationRequest]:
@@ -57,8 +68,11 @@ def test_greedy_equals_hf_generate(tiny):
     for request, c in zip(requests, engine.generate(requests)):
         with torch.no_grad():
             out = model.generate(
-                torch.tensor([request.prompt_ids]), do_sample=False, max_new_tokens=20,
-                eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                torch.tensor([request.prompt_ids]),
+                do_sample=False,
+                max_new_tokens=20,
+                eos_token_id=tok.eos_token_id,
+                pad_token_id=tok.pad_token_id,
             )
         assert c.token_ids == out[0, len(request.prompt_ids) :].tolist()
 
@@ -174,7 +188,9 @@ def test_stop_string_eos_length_and_tiny_top_p(tiny):
     k = free.token_ids.index(free.token_ids[5]) + 1
     assert ended.finish_reason == "eos" and ended.token_ids == free.token_ids[:k]
     # top-p so small that only the most likely token survives: the greedy path
-    nucleus = _engine(model, tok).generate([GenerationRequest("p", prompt, SamplingParams(1.0, 1e-6, 24), seed=3)])[0]
+    nucleus = _engine(model, tok).generate(
+        [GenerationRequest("p", prompt, SamplingParams(1.0, 1e-6, 24), seed=3)]
+    )[0]
     assert nucleus.token_ids == free.token_ids
     torch.testing.assert_close(nucleus.logprobs, free.logprobs, atol=1e-6, rtol=0)
 
@@ -183,8 +199,12 @@ def test_prompt_at_context_limit_and_bad_requests(tiny):
     model, tok = tiny
     engine = _engine(model, tok, max_batch_size=2, max_seq_len=16)
     long_prompt = [1] + [50] * 15
-    out = engine.generate([GenerationRequest("a", long_prompt, SamplingParams(max_new_tokens=8), 0),
-                           GenerationRequest("b", long_prompt[:12], SamplingParams(max_new_tokens=8), 0)])
+    out = engine.generate(
+        [
+            GenerationRequest("a", long_prompt, SamplingParams(max_new_tokens=8), 0),
+            GenerationRequest("b", long_prompt[:12], SamplingParams(max_new_tokens=8), 0),
+        ]
+    )
     assert out[0].token_ids == [] and out[0].finish_reason == "length"
     assert len(out[1].token_ids) <= 4  # only 4 positions left in the context
     with pytest.raises(ValueError, match="empty prompt"):
@@ -200,7 +220,9 @@ def test_fallback_runner_for_other_architectures():
 
     tok = build_tiny_tokenizer()
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=100, n_embd=64, n_layer=2, n_head=2, n_positions=128)).eval()
+    model = GPT2LMHeadModel(
+        GPT2Config(vocab_size=100, n_embd=64, n_layer=2, n_head=2, n_positions=128)
+    ).eval()
     engine = TorchEngine(copy.deepcopy(model), tok, max_batch_size=3)
     assert not engine.cached
     completions = engine.generate(_requests(tok, 5, SamplingParams(0.8, 0.9, max_new_tokens=10)))

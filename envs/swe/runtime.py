@@ -1,0 +1,117 @@
+"""Where an SWE episode's repository lives and its tests run: the runtime protocol.
+
+A `Runtime` opens a `Workspace` per episode: a working copy of one instance's repository at
+its `base_commit`. The agent scaffold (`envs.swe.scaffold`) reads, searches and edits files
+and runs tests only through this interface, so the same scaffold drives
+
+* `local` (`envs.swe.local_runtime`): a temporary git working copy of an embedded repository
+  (`swe-mini`), every test run inside `envs.sandbox` with limits;
+* `docker` (`envs.swe.docker_runtime`): the official SWE-bench image of a real instance.
+
+Grading follows SWE-bench: a fresh workspace at the base commit, the model's patch applied,
+then the instance's `test_patch`, then the FAIL_TO_PASS and PASS_TO_PASS tests run; the
+instance is resolved when all of them succeed (`envs.swe.instance.is_resolved`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from envs.swe.instance import SWEInstance, harness_tests_status, is_resolved
+
+
+class RuntimeUnavailable(RuntimeError):
+    """The runtime cannot run here (no Docker daemon, missing extra, unknown repository);
+    the message says what is missing and what to do instead."""
+
+
+@dataclass
+class CommandResult:
+    """Outcome of a command in a workspace; `output` is stdout and stderr, truncated."""
+
+    returncode: int | None
+    output: str
+    timed_out: bool = False
+
+
+@dataclass
+class PatchGrade:
+    """The SWE-bench verdict on one patch."""
+
+    resolved: bool
+    applied: bool
+    tests: dict[str, str] = field(default_factory=dict)  # test id -> PASSED/FAILED/ERROR/SKIPPED
+    tests_status: dict = field(default_factory=dict)  # the harness's FAIL_TO_PASS/PASS_TO_PASS split
+    log: str = ""
+
+
+class Workspace(ABC):
+    """A working copy of `instance`'s repository; paths are relative to the repository root."""
+
+    instance: SWEInstance
+
+    @abstractmethod
+    async def list_files(self) -> list[str]:
+        """Every tracked or new file in the working copy (relative paths, sorted)."""
+
+    @abstractmethod
+    async def read_file(self, path: str) -> str:
+        """The text of `path`; FileNotFoundError when it does not exist; ValueError when the
+        path leaves the repository."""
+
+    @abstractmethod
+    async def write_file(self, path: str, text: str) -> None:
+        """Replace (or create) `path` with `text`; ValueError when the path leaves the repository."""
+
+    @abstractmethod
+    async def run_tests(self, test_ids: list[str]) -> dict[str, str]:
+        """Run the given tests (SWE-bench ids such as `tests/test_calc.py::test_add`) in the
+        workspace's sandbox; each id -> PASSED, FAILED, ERROR or SKIPPED (missing = not run)."""
+
+    @abstractmethod
+    async def apply_patch(self, patch: str) -> CommandResult:
+        """Apply a unified diff (`git apply`); returncode 0 when it applied cleanly."""
+
+    @abstractmethod
+    async def diff(self) -> str:
+        """The working copy's changes against the base commit, as a git diff (the model patch)."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Delete the working copy and stop whatever runs it. Idempotent."""
+
+
+class Runtime(ABC):
+    """Opens workspaces for instances and grades patches the SWE-bench way."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def check(self, instance: SWEInstance) -> None:
+        """Raise RuntimeUnavailable, fast and with a clear message, if `instance` cannot run here."""
+
+    @abstractmethod
+    async def open(self, instance: SWEInstance) -> Workspace:
+        """A fresh working copy of `instance` at its base commit."""
+
+    async def grade(self, instance: SWEInstance, patch: str) -> PatchGrade:
+        """Resolved or not: fresh workspace, model `patch`, `test_patch`, FAIL_TO_PASS + PASS_TO_PASS."""
+        workspace = await self.open(instance)
+        try:
+            if patch.strip():
+                applied = await workspace.apply_patch(patch)
+                if applied.returncode != 0:
+                    return PatchGrade(resolved=False, applied=False, log=applied.output)
+            if instance.test_patch.strip():
+                result = await workspace.apply_patch(instance.test_patch)
+                if result.returncode != 0:
+                    return PatchGrade(
+                        resolved=False, applied=True, log="test patch did not apply:\n" + result.output
+                    )
+            tests = await workspace.run_tests([*instance.fail_to_pass, *instance.pass_to_pass])
+            status = harness_tests_status(tests, instance.fail_to_pass, instance.pass_to_pass)
+            return PatchGrade(resolved=is_resolved(status), applied=True, tests=tests, tests_status=status)
+        finally:
+            await workspace.close()
