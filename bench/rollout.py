@@ -130,40 +130,44 @@ async def run_episode(
     key: str,
     group_id: int,
 ) -> Trajectory:
-    """Play one multi-turn episode: model turns from the engine, observations from the env."""
+    """Play one multi-turn episode: model turns from the engine, observations from the env;
+    `env.close()` runs at the end, whatever happens."""
     start = time.perf_counter()
-    prompt_ids = render_prompt(tokenizer, await env.reset())
-    traj = Trajectory(prompt_key=key, group_id=group_id, prompt_ids=prompt_ids)
-    for turn in range(max_turns):
-        budget = max_context_tokens - len(prompt_ids) - len(traj.response_ids)
-        if budget <= 0:
-            traj.truncated = True
-            break
-        turn_sampling = (
-            sampling if budget >= sampling.max_new_tokens else replace(sampling, max_new_tokens=budget)
-        )
-        request = GenerationRequest(
-            request_id=f"{key}/g{group_id}/s{seed}/t{turn}",
-            prompt_ids=prompt_ids + traj.response_ids,
-            sampling=turn_sampling,
-            seed=derive_seed(seed, turn),
-        )
-        completion = await _generate(worker, request)
-        traj.append(completion.token_ids, completion.logprobs, completion.versions)
-        traj.turns = turn + 1
-        result = await env.step(tokenizer.decode(completion.token_ids, skip_special_tokens=True))
-        traj.truncated = completion.finish_reason == "length"
-        if result.done:
-            traj.reward, traj.info = float(result.reward), dict(result.info)
-            break
-        observation = render_observation(
-            tokenizer, result.observation or "", env.observation_role, completion.token_ids
-        )
-        traj.append(observation, None, None)
-    else:
-        traj.truncated = True  # turn limit reached without the env finishing: reward stays 0
-    traj.seconds = time.perf_counter() - start
-    return traj
+    try:
+        prompt_ids = render_prompt(tokenizer, await env.reset())
+        traj = Trajectory(prompt_key=key, group_id=group_id, prompt_ids=prompt_ids)
+        for turn in range(max_turns):
+            budget = max_context_tokens - len(prompt_ids) - len(traj.response_ids)
+            if budget <= 0:
+                traj.truncated = True
+                break
+            turn_sampling = (
+                sampling if budget >= sampling.max_new_tokens else replace(sampling, max_new_tokens=budget)
+            )
+            request = GenerationRequest(
+                request_id=f"{key}/g{group_id}/s{seed}/t{turn}",
+                prompt_ids=prompt_ids + traj.response_ids,
+                sampling=turn_sampling,
+                seed=derive_seed(seed, turn),
+            )
+            completion = await _generate(worker, request)
+            traj.append(completion.token_ids, completion.logprobs, completion.versions)
+            traj.turns = turn + 1
+            result = await env.step(tokenizer.decode(completion.token_ids, skip_special_tokens=True))
+            traj.truncated = completion.finish_reason == "length"
+            if result.done:
+                traj.reward, traj.info = float(result.reward), dict(result.info)
+                break
+            observation = render_observation(
+                tokenizer, result.observation or "", env.observation_role, completion.token_ids
+            )
+            traj.append(observation, None, None)
+        else:
+            traj.truncated = True  # turn limit reached without the env finishing: reward stays 0
+        traj.seconds = time.perf_counter() - start
+        return traj
+    finally:
+        await env.close()  # sandboxes, working copies, containers: released even on failure
 
 
 class RolloutProducer:

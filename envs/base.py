@@ -76,6 +76,13 @@ class Env(ABC):
     async def step(self, action: str) -> StepResult:
         """Apply the model's action text (one assistant turn) and return the result."""
 
+    async def close(self) -> None:  # noqa: B027 - optional hook, deliberately not abstract
+        """Release what the episode holds (sandboxes, working copies, containers).
+
+        The loop calls it once after every episode, finished, truncated or failed; the default
+        does nothing.
+        """
+
 
 class SingleTurnEnv(Env):
     """A one-step episode: the prompt as a user message, the answer graded by `grader`.
