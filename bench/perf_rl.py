@@ -71,7 +71,8 @@ def grpo_vs_trl_section(model: Any, tokenizer: Any, repeats: int, quick: bool) -
         },
         notes=[
             "ours: one step = TorchEngine.generate of the batch + rewards + build_batch + Learner.train_step "
-            "(GRPO defaults: its no-grad old-policy forward included) + the weight push to the engine; the "
+            "(GRPO defaults; one minibatch, so the old-policy log-probs are the graded forward's, detached, as in "
+            "TRL with one iteration) + the weight push to the engine; the "
             "engine decodes on its own thread setting (1 thread for this model size)",
             "TRL: wall time between on_step_begin and on_step_end callbacks of trainer.train() (generation "
             "with model.generate, rewards, forward, backward, AdamW step), use_vllm False, gradient "

@@ -163,10 +163,14 @@ class Learner:
 
     def _policy_update(self, batch: LearnerBatch, advantages_B_T: torch.Tensor) -> dict[str, float]:
         needs, packed = self.algo.needs, batch.packed
-        old_logp = self._no_grad_logp(self.policy, packed) if "old_logp" in needs else None
-        ref_logp = self._no_grad_logp(self.ref, packed) if self.ref is not None else None
         B = packed.input_ids_B_L.shape[0]
         chunks = torch.chunk(torch.arange(B), min(self.minibatches, B))
+        # The old policy is the one before this step's first update. With a single minibatch its
+        # log-probs are exactly the graded forward's, detached (as TRL does for one iteration),
+        # so the extra no-grad forward is only needed when later minibatches see updated weights.
+        separate_old = "old_logp" in needs and len(chunks) > 1
+        old_logp = self._no_grad_logp(self.policy, packed) if separate_old else None
+        ref_logp = self._no_grad_logp(self.ref, packed) if self.ref is not None else None
         sums: dict[str, float] = {}
         updated = False
         for chunk in chunks:
@@ -174,13 +178,14 @@ class Learner:
             logp_B_T, entropy_B_T = response_logprobs(
                 self.policy, mb, temperature=self.temperature, with_entropy=True
             )
+            same_step_old = logp_B_T.detach() if "old_logp" in needs else None  # [B, T]
             res = self.algo.policy_loss(
                 PolicyLossInputs(
                     logp_B_T=logp_B_T,
                     rollout_logp_B_T=batch.rollout_logp_B_T[chunk],
                     advantages_B_T=advantages_B_T[chunk],
                     action_mask_B_T=batch.action_mask_B_T[chunk],
-                    old_logp_B_T=None if old_logp is None else old_logp[chunk],
+                    old_logp_B_T=old_logp[chunk] if separate_old else same_step_old,
                     ref_logp_B_T=None if ref_logp is None else ref_logp[chunk],
                     entropy_B_T=entropy_B_T.detach(),
                     max_response_tokens=batch.traj.max_response_tokens,
