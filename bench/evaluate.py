@@ -87,7 +87,7 @@ def check_supported(spec: BenchmarkSpec) -> None:
     """Raise EvalNotImplementedError when `spec` cannot be evaluated in-process (no grader here)."""
     if spec.name in _NOT_IMPLEMENTED:
         raise EvalNotImplementedError(_NOT_IMPLEMENTED[spec.name])
-    if spec.grader is None:
+    if spec.grader is None and spec.episode_task is None:
         raise EvalNotImplementedError(
             f"benchmark '{spec.name}' has no in-process grader (it is graded by an external harness), "
             "and no evaluation route for it is implemented yet"
@@ -173,6 +173,9 @@ def evaluate(
     if not problems:
         raise UsageError(f"benchmark '{spec.name}': no problems to evaluate")
 
+    if spec.episode_task is not None:
+        return _evaluate_episodes(model, tokenizer, spec, problems, k, params, engine, seed, engine_slots,
+                                  progress, data_path, limit, model_id)  # fmt: skip
     prompts = [render_prompt(tokenizer, [{"role": "user", "content": p.prompt}]) for p in problems]
     context = int(getattr(getattr(model, "config", None), "max_position_embeddings", 0) or 0)
     requests = []
@@ -196,6 +199,26 @@ def evaluate(
     provenance = _provenance(spec, problems, data_path, params, k, limit, engine_name, seed, model, model_id)
     summary = summarize(records, spec, k, provenance, seed=seed, wall_seconds=wall)
     return EvalResult(records=records, summary=summary, problems=problems)
+
+
+def _evaluate_episodes(
+    model, tokenizer, spec, problems, k, params, engine, seed, slots, progress, data_path, limit, model_id
+) -> EvalResult:
+    """`evaluate` for multi-turn benchmarks: each sample is an episode of `spec.episode_task()`."""
+    from bench.evaluate_episodes import evaluate_episodes
+
+    task = spec.episode_task()
+    start = time.perf_counter()
+    records = evaluate_episodes(model, tokenizer, task, problems, k, params, engine, seed, slots, progress,
+                                f"eval {spec.name}")  # fmt: skip
+    wall = time.perf_counter() - start
+    records = [{"benchmark": spec.name, **r} for r in records]
+    engine_name = engine if isinstance(engine, str) else type(engine).__name__
+    params = SamplingParams(params.temperature, params.top_p, params.max_new_tokens, tuple(task.stop))
+    provenance = _provenance(spec, problems, data_path, params, k, limit, engine_name, seed, model, model_id)
+    provenance["episode_task"] = {"name": task.name, "max_turns": task.max_turns}
+    summary = summarize(records, spec, k, provenance, seed=seed, wall_seconds=wall)
+    return EvalResult(records=records, summary=summary, problems=list(problems))
 
 
 def _with_budget(params: SamplingParams, budget: int) -> SamplingParams:

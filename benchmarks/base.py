@@ -300,7 +300,9 @@ class BenchmarkSpec:
     `parse_row(index, row)` turns a source row (official schema, `columns` required) into a
     Problem whose `prompt` is the raw problem text; `load` then fills `prompt_template` by
     plain substitution of `{problem}` (not `str.format`, so LaTeX braces need no escaping).
-    `grader` is None for benchmarks graded outside the process (SWE-bench's Docker harness).
+    `grader` grades single-turn completions. Multi-turn benchmarks (the agent task, SWE) have
+    no grader but an `episode_task`: a factory of the `envs` Task whose env plays each problem
+    (`task.make_env(problem)`); the episode's final reward decides correctness (> 0).
     """
 
     name: str
@@ -313,6 +315,7 @@ class BenchmarkSpec:
     sampling: SamplingDefaults
     columns: tuple[str, ...]
     parse_row: Callable[[int, dict[str, Any]], Problem] = field(repr=False)
+    episode_task: Callable[[], Any] | None = field(default=None, repr=False)
 
     def __post_init__(self):
         """Catch spec typos at import time rather than at eval time."""

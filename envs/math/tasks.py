@@ -1,0 +1,198 @@
+"""`math`: training on a local file of math problems, with or without a Python tool.
+
+For real (pretrained) models, `--model PATH`; the embedded character-level model cannot do
+this task, so it has no demonstrations. Task arguments (`--set task.ARG=VALUE`):
+
+- `data` (required): a JSONL, JSON (list of objects), CSV or parquet file, one problem a row.
+  Columns are matched case-insensitively: the problem is `problem` (or `question`), the answer
+  `answer` (or `short answer`, as in IMOAnswerBench). When every answer contains `####` the
+  file is read as GSM8K (`question`/`answer` with the solution before `#### N`): the reference
+  becomes N and the full solution is kept in `meta["solution"]`.
+- `grader` in {auto, integer, gsm8k, symbolic} (`envs.math.graders`). `auto` picks gsm8k for
+  GSM8K-style files, integer when every answer is an integer (AIME-style), else symbolic
+  (math-verify with the counted string fallback; IMOAnswerBench-style). An explicit grader
+  is checked against every answer when the task is built.
+- `tools` in {none, python}: `python` is the tool-integrated variant (`envs.math.python_tool`):
+  up to `max_tool_calls` (default 8) sandboxed Python runs of `python_cpu_seconds` (default 5)
+  each, then a final answer. `none` is one turn.
+- `eval_fraction` (default 0.1): the share of rows held out for evaluation.
+
+Prompt (both variants): the problem, a blank line, then "Please reason step by step, and put
+your final answer within \\boxed{}." (the wording of the benchmarks' `BOXED_TEMPLATE`, so
+training and `bench eval` prompts match). The tool variant adds a system prompt describing
+the tool. The reward is 1 for a correct final answer, else 0.
+
+Train/eval separation: a row is held out when sha256("math-split-v1" + its problem text with
+whitespace collapsed), read as a number in [0, 1), is below `eval_fraction`. The split depends
+only on the problem text, not on row order, file or seed, and duplicated problems land on the
+same side, so training never draws a held-out problem. If the hash leaves one side empty, the
+row nearest the boundary moves over (a file needs at least two distinct problems).
+`sample_problem` draws uniformly from the training rows; `eval_problems(n, seed)` returns the
+first n held-out rows in an order shuffled by `seed` (all of them when n exceeds their number).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+from envs.base import Env, Grader, Message, Problem, SingleTurnEnv, Task
+from envs.math.graders import grade_gsm8k, grade_integer, grade_symbolic, gsm8k_reference
+from envs.math.python_tool import DEFAULT_CPU_SECONDS, DEFAULT_OBSERVATION_CHARS, MathToolEnv, python_limits
+from envs.tools import TOOL_STOP
+
+GRADERS: dict[str, Grader] = {"integer": grade_integer, "gsm8k": grade_gsm8k, "symbolic": grade_symbolic}
+"""Grader name (task arg `grader`) -> grader; `auto` chooses among these from the data."""
+
+TOOL_MODES = ("none", "python")
+PROBLEM_COLUMNS = ("problem", "question")
+ANSWER_COLUMNS = ("answer", "short answer")
+INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+"""Appended to every problem (same wording as `benchmarks.math_sets.BOXED_TEMPLATE`)."""
+
+MISSING_DATA = (
+    "task 'math' needs task_args.data=PATH (a JSONL/CSV with problem and answer columns, "
+    "e.g. ../shared/data/gsm8k/test.jsonl)"
+)
+_SPLIT_SALT = "math-split-v1"
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """Rows of a CSV / JSON / JSONL / parquet file as dicts (reader chosen by the extension).
+
+    A `.json` file holds a list of objects (JSON lines misnamed `.json` are accepted too).
+    Raises ValueError naming the file for a missing file, unknown extension or bad content.
+    """
+    suffix = path.suffix.lower()
+    if suffix not in (".csv", ".json", ".jsonl", ".ndjson", ".parquet"):
+        raise ValueError(f"task 'math': data file {path}: use .jsonl, .json, .csv or .parquet, not {suffix!r}")
+    if not path.is_file():
+        raise ValueError(f"task 'math': data file {path} not found")
+    try:
+        if suffix == ".csv":
+            with path.open(newline="", encoding="utf-8") as f:
+                return [dict(row) for row in csv.DictReader(f)]
+        if suffix == ".parquet":
+            import pandas as pd  # only for parquet files: keeps the import of this module cheap
+
+            return pd.read_parquet(path).to_dict(orient="records")
+        text = path.read_text(encoding="utf-8")
+        if suffix == ".json" and text.lstrip().startswith("["):
+            rows = json.loads(text)
+        else:
+            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except (OSError, ValueError, csv.Error) as exc:
+        raise ValueError(f"task 'math': cannot read {path}: {type(exc).__name__}: {exc}") from None
+    if not all(isinstance(row, dict) for row in rows):
+        raise ValueError(f"task 'math': {path} must hold one JSON object per problem")
+    return rows
+
+
+def _column(columns: list[str], names: tuple[str, ...], path: Path, what: str) -> str:
+    """The first column whose lower-cased, stripped name is in `names`."""
+    by_name = {c.strip().lower(): c for c in columns}
+    for name in names:
+        if name in by_name:
+            return by_name[name]
+    raise ValueError(
+        f"task 'math': {path} has no {what} column (one of {', '.join(names)}); columns: {', '.join(columns)}"
+    )
+
+
+def _is_integer(answer: str) -> bool:
+    """Whether `grade_integer` accepts `answer` as a reference (it raises otherwise)."""
+    try:
+        grade_integer("", answer)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_answers(answers: list[str], grader: str, path: Path) -> None:
+    """Refuse an explicit grader that cannot read some reference answer (first bad row named)."""
+    for i, answer in enumerate(answers):
+        if grader == "integer" and not _is_integer(answer):
+            raise ValueError(f"task 'math': grader='integer' but row {i} of {path} has answer {answer!r}")
+        if grader == "gsm8k":
+            try:
+                gsm8k_reference(answer)
+            except ValueError:
+                raise ValueError(
+                    f"task 'math': grader='gsm8k' but row {i} of {path} has answer {answer!r}"
+                ) from None
+
+
+def load_problems(path: Path, grader: str = "auto") -> tuple[list[Problem], str]:
+    """All rows of `path` as Problems (file order, keys `math-<row>`) and the grader name to use.
+
+    See the module docstring for the accepted columns, the GSM8K detection and `auto`.
+    """
+    rows = read_rows(path)
+    if not rows:
+        raise ValueError(f"task 'math': {path} holds no rows")
+    columns = list(rows[0])
+    problem_col = _column(columns, PROBLEM_COLUMNS, path, "problem")
+    answer_col = _column(columns, ANSWER_COLUMNS, path, "answer")
+    texts, answers = [], []
+    for i, row in enumerate(rows):
+        text = str(row.get(problem_col) or "").strip()
+        answer = str(row.get(answer_col) if row.get(answer_col) is not None else "").strip()
+        if not text or not answer:
+            raise ValueError(f"task 'math': row {i} of {path} has an empty {problem_col!r} or {answer_col!r}")
+        texts.append(text)
+        answers.append(answer)
+    gsm8k_schema = all("####" in a for a in answers)
+    solutions = answers if gsm8k_schema else [None] * len(answers)
+    if gsm8k_schema:  # the reference is the number after the last `####`
+        answers = [a.rsplit("####", 1)[1].strip() for a in answers]
+    if grader == "auto":
+        if gsm8k_schema:
+            grader = "gsm8k"
+        else:
+            grader = "integer" if all(_is_integer(a) for a in answers) else "symbolic"
+    _check_answers(answers, grader, path)
+    problems = [
+        Problem(
+            key=f"math-{i:05d}",
+            prompt=f"{text}\n\n{INSTRUCTION}",
+            answer=answer,
+            meta={"row": i, **({"solution": solution} if solution else {})},
+        )
+        for i, (text, answer, solution) in enumerate(zip(texts, answers, solutions, strict=True))
+    ]
+    return problems, grader
+
+
+def split_position(problem_text: str) -> float:
+    """Where a problem falls in [0, 1) for the train/eval split (salted sha256 of its text)."""
+    canonical = re.sub(r"\s+", " ", problem_text).strip()
+    digest = hashlib.sha256(f"{_SPLIT_SALT}\0{canonical}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def split_train_eval(problems: list[Problem], eval_fraction: float) -> tuple[list[Problem], list[Problem]]:
+    """(train, eval): eval holds the problems whose `split_position` is below `eval_fraction`.
+
+    Both sides are made non-empty by moving the row nearest the boundary; raises ValueError
+    when the problems have fewer than two distinct texts.
+    """
+    positions = [split_position(p.meta.get("text", p.prompt)) for p in problems]
+    threshold = eval_fraction
+    if len(set(positions)) < 2:
+        raise ValueError("task 'math': the data needs at least two distinct problems (one to hold out)")
+    if min(positions) >= threshold:  # nothing held out: the lowest position(s) move to eval
+        threshold = min(positions) + 1e-18 if min(positions) + 1e-18 > min(positions) else 1.0
+        threshold = min(p for p in positions if p > min(positions))
+    elif max(positions) < threshold:  # nothing left to train on: the highest position(s) move out
+        threshold = max(positions)
+    train = [p for p, x in zip(problems, positions, strict=True) if x >= threshold]
+    held = [p for p, x in zip(problems, positions, strict=True) if x < threshold]
+    return train, held

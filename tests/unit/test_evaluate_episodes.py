@@ -1,0 +1,55 @@
+"""Episode benchmarks (`BenchmarkSpec.episode_task`): played through the training loop's
+episode code, graded by the env, summarised like single-turn benchmarks."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from bench.evaluate import evaluate
+from bench.models import new_tiny_model
+from benchmarks.registry import get_benchmark
+from envs.arith import ArithTask
+from envs.base import Problem, SingleTurnEnv
+from envs.math.graders import grade_integer
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return new_tiny_model(0)
+
+
+def test_single_turn_task_as_episodes_matches_the_grader_path(tiny):
+    model, tokenizer = tiny
+    spec = get_benchmark("arith")
+    as_episodes = dataclasses.replace(spec, grader=None, episode_task=ArithTask)
+    greedy = {"temperature": 0.0, "max_new_tokens": 20}
+    direct = evaluate(model, tokenizer, spec, k=1, limit=6, sampling=greedy, progress=False)
+    episodes = evaluate(model, tokenizer, as_episodes, k=1, limit=6, sampling=greedy, progress=False)
+    assert [r["completion"] for r in episodes.records] == [r["completion"] for r in direct.records]
+    assert [r["correct"] for r in episodes.records] == [r["correct"] for r in direct.records]
+    assert {r["grader_method"] for r in episodes.records} == {"episode"}
+    assert all(r["turns"] == 1 and r["benchmark"] == "arith" for r in episodes.records)
+    assert (
+        episodes.summary["n_samples"] == 6
+        and episodes.summary["provenance"]["episode_task"]["name"] == "arith"
+    )
+
+
+class _AlwaysRight(ArithTask):
+    """The env ignores the model and rewards every episode: checks that the env decides."""
+
+    def make_env(self, problem: Problem):
+        return SingleTurnEnv(problem, lambda completion, answer: grade_integer(f"Answer: {answer}", answer))
+
+
+def test_the_env_decides_correctness_and_k_samples_per_problem(tiny):
+    model, tokenizer = tiny
+    spec = dataclasses.replace(get_benchmark("arith"), grader=None, episode_task=_AlwaysRight)
+    result = evaluate(model, tokenizer, spec, k=3, limit=4, sampling={"max_new_tokens": 8}, progress=False)
+    assert result.summary["avg_at_k"] == 1.0 and result.summary["n_samples"] == 12
+    assert sorted({(r["problem_id"], r["sample_index"]) for r in result.records}) == sorted(
+        {(p.key, j) for p in result.problems for j in range(3)}
+    )
+    assert len({r["seed"] for r in result.records}) == 12  # per-sample seeds
