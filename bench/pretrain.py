@@ -47,6 +47,13 @@ def ensure_base_checkpoint(task: str, task_args: dict[str, Any] | None = None, s
     path = base_checkpoint_path(task, task_args, seed)
     if (path / "config.json").exists():
         return path
+    from bench.errors import UsageError
+    from envs.registry import get_task
+
+    try:  # before announcing anything: a task without demonstrations has no tiny base model
+        get_task(task, **(task_args or {})).demonstrations(random.Random(0), 1)
+    except NotImplementedError as exc:
+        raise UsageError(f"--model tiny cannot be used with task {task!r}: {exc}") from None
     print(f"bench: no tiny base checkpoint for task {task!r} yet; pretraining it (one-off, cached in {path})")
     pretrain(task, task_args or {}, seed=seed, out=path)
     return path
@@ -74,7 +81,13 @@ def pretrain(
     steps = steps or task.pretrain_steps
     model, tokenizer = new_tiny_model(seed)
     rng = random.Random(seed)
-    examples = [render_transcript(tokenizer, t) for t in task.demonstrations(rng, n_examples)]
+    try:
+        demonstrations = task.demonstrations(rng, n_examples)
+    except NotImplementedError as exc:
+        from bench.errors import UsageError
+
+        raise UsageError(f"cannot pretrain a tiny model for task {task_name!r}: {exc}") from None
+    examples = [render_transcript(tokenizer, t) for t in demonstrations]
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / 100) * 0.5 * (1 + math.cos(math.pi * s / steps))

@@ -13,6 +13,7 @@ from envs.base import Task
 
 TASKS: dict[str, str] = {
     "arith": "envs.arith:ArithTask",
+    "math": "envs.math.tasks:MathTask",
 }
 """Built-in tasks: name -> "module:Class" (the class is imported lazily)."""
 
@@ -53,7 +54,10 @@ def get_task(name: str, **kwargs) -> Task:
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:
-        raise UnknownTaskError(f"task {name!r}: invalid task arguments {sorted(kwargs)}: {exc}") from None
+        message = str(exc)
+        if not message.startswith(f"task {name!r}"):
+            message = f"task {name!r}: {message}"
+        raise UnknownTaskError(message) from None
 
 
 def describe_tasks() -> list[dict[str, str]]:

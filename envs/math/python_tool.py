@@ -13,8 +13,9 @@ graded like the tool-free variant (`\\boxed{}`). Choices made here:
    episode, created on the first call, removed by `Env.close`). Variables do not carry over
    between calls; files written in the working directory do. The system prompt says so.
 2. The observation is `SandboxResult.as_observation()` (stdout, then stderr with the traceback,
-   exit status, the limit that was hit), cut to `max_observation_chars` by keeping its head and
-   its tail: a traceback's useful part is its end.
+   exit status, the limit that was hit) with the sandbox's working-directory prefix removed
+   from paths (tracebacks then name `snippet.py`), cut to `max_observation_chars` by keeping
+   its head and its tail: a traceback's useful part is its end.
 3. A Markdown fence around the code (```python ... ```) is removed before running: pretrained
    models write one out of habit, and it would be a syntax error.
 4. Default limits per call: 5 CPU seconds, 2 x CPU + 2 s of wall time, 512 MB of address
@@ -90,7 +91,6 @@ class PythonTool:
         self.limits = limits
         self.max_observation_chars = max_observation_chars
         self.sandbox: Sandbox | None = None
-        self.calls = 0
 
     async def __call__(self, code: str) -> str:
         """Run `code`; return the (truncated) observation text. Limits hit are reported, not raised."""
@@ -98,11 +98,14 @@ class PythonTool:
             # The constructor may probe the machine's isolation once per process (a subprocess)
             # and scans for leftovers of its uid: keep that off the event loop.
             self.sandbox = await asyncio.to_thread(Sandbox, self.limits)
-        self.calls += 1
         result = await self.sandbox.arun(
-            [sys.executable, "-I", "snippet.py"], files={"snippet.py": strip_code_fence(code)}, env=_THREAD_ENV
+            [sys.executable, "-I", "snippet.py"],
+            files={"snippet.py": strip_code_fence(code)},
+            env=_THREAD_ENV,
         )
-        return truncate_middle(result.as_observation(), self.max_observation_chars)
+        # Tracebacks name the script by its absolute path; the random workdir would only add noise.
+        text = result.as_observation().replace(f"{self.sandbox.workdir}/", "")
+        return truncate_middle(text, self.max_observation_chars)
 
     async def close(self) -> None:
         """Kill leftovers and delete the sandbox's working directory (no-op if never used)."""

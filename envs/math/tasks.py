@@ -56,7 +56,7 @@ INSTRUCTION = "Please reason step by step, and put your final answer within \\bo
 """Appended to every problem (same wording as `benchmarks.math_sets.BOXED_TEMPLATE`)."""
 
 MISSING_DATA = (
-    "task 'math' needs task_args.data=PATH (a JSONL/CSV with problem and answer columns, "
+    "task 'math' needs --set task.data=PATH (a JSONL/CSV with problem and answer columns, "
     "e.g. ../shared/data/gsm8k/test.jsonl)"
 )
 _SPLIT_SALT = "math-split-v1"
@@ -73,9 +73,9 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     """
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".json", ".jsonl", ".ndjson", ".parquet"):
-        raise ValueError(f"task 'math': data file {path}: use .jsonl, .json, .csv or .parquet, not {suffix!r}")
+        raise ValueError(f"data file {path}: use .jsonl, .json, .csv or .parquet, not {suffix!r}")
     if not path.is_file():
-        raise ValueError(f"task 'math': data file {path} not found")
+        raise ValueError(f"data file {path} not found")
     try:
         if suffix == ".csv":
             with path.open(newline="", encoding="utf-8") as f:
@@ -90,9 +90,9 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
         else:
             rows = [json.loads(line) for line in text.splitlines() if line.strip()]
     except (OSError, ValueError, csv.Error) as exc:
-        raise ValueError(f"task 'math': cannot read {path}: {type(exc).__name__}: {exc}") from None
+        raise ValueError(f"cannot read {path}: {type(exc).__name__}: {exc}") from None
     if not all(isinstance(row, dict) for row in rows):
-        raise ValueError(f"task 'math': {path} must hold one JSON object per problem")
+        raise ValueError(f"{path} must hold one JSON object per problem")
     return rows
 
 
@@ -103,7 +103,7 @@ def _column(columns: list[str], names: tuple[str, ...], path: Path, what: str) -
         if name in by_name:
             return by_name[name]
     raise ValueError(
-        f"task 'math': {path} has no {what} column (one of {', '.join(names)}); columns: {', '.join(columns)}"
+        f"{path} has no {what} column (one of {', '.join(names)}); columns: {', '.join(columns)}"
     )
 
 
@@ -120,14 +120,12 @@ def _check_answers(answers: list[str], grader: str, path: Path) -> None:
     """Refuse an explicit grader that cannot read some reference answer (first bad row named)."""
     for i, answer in enumerate(answers):
         if grader == "integer" and not _is_integer(answer):
-            raise ValueError(f"task 'math': grader='integer' but row {i} of {path} has answer {answer!r}")
+            raise ValueError(f"grader='integer' but row {i} of {path} has answer {answer!r}")
         if grader == "gsm8k":
             try:
                 gsm8k_reference(answer)
             except ValueError:
-                raise ValueError(
-                    f"task 'math': grader='gsm8k' but row {i} of {path} has answer {answer!r}"
-                ) from None
+                raise ValueError(f"grader='gsm8k' but row {i} of {path} has answer {answer!r}") from None
 
 
 def load_problems(path: Path, grader: str = "auto") -> tuple[list[Problem], str]:
@@ -137,7 +135,7 @@ def load_problems(path: Path, grader: str = "auto") -> tuple[list[Problem], str]
     """
     rows = read_rows(path)
     if not rows:
-        raise ValueError(f"task 'math': {path} holds no rows")
+        raise ValueError(f"{path} holds no rows")
     columns = list(rows[0])
     problem_col = _column(columns, PROBLEM_COLUMNS, path, "problem")
     answer_col = _column(columns, ANSWER_COLUMNS, path, "answer")
@@ -146,7 +144,7 @@ def load_problems(path: Path, grader: str = "auto") -> tuple[list[Problem], str]
         text = str(row.get(problem_col) or "").strip()
         answer = str(row.get(answer_col) if row.get(answer_col) is not None else "").strip()
         if not text or not answer:
-            raise ValueError(f"task 'math': row {i} of {path} has an empty {problem_col!r} or {answer_col!r}")
+            raise ValueError(f"row {i} of {path} has an empty {problem_col!r} or {answer_col!r}")
         texts.append(text)
         answers.append(answer)
     gsm8k_schema = all("####" in a for a in answers)
@@ -164,7 +162,7 @@ def load_problems(path: Path, grader: str = "auto") -> tuple[list[Problem], str]
             key=f"math-{i:05d}",
             prompt=f"{text}\n\n{INSTRUCTION}",
             answer=answer,
-            meta={"row": i, **({"solution": solution} if solution else {})},
+            meta={"row": i, "problem": text, **({"solution": solution} if solution else {})},
         )
         for i, (text, answer, solution) in enumerate(zip(texts, answers, solutions, strict=True))
     ]
@@ -179,20 +177,116 @@ def split_position(problem_text: str) -> float:
 
 
 def split_train_eval(problems: list[Problem], eval_fraction: float) -> tuple[list[Problem], list[Problem]]:
-    """(train, eval): eval holds the problems whose `split_position` is below `eval_fraction`.
+    """(train, eval): eval holds the problems whose text's `split_position` is below `eval_fraction`.
 
-    Both sides are made non-empty by moving the row nearest the boundary; raises ValueError
-    when the problems have fewer than two distinct texts.
+    When that leaves a side empty, the threshold moves to the nearest distinct position, so
+    both sides get rows and equal texts stay together; raises ValueError for fewer than two
+    distinct problems.
     """
-    positions = [split_position(p.meta.get("text", p.prompt)) for p in problems]
+    positions = [split_position(p.meta["problem"]) for p in problems]
+    distinct = sorted(set(positions))
+    if len(distinct) < 2:
+        raise ValueError("the data needs at least two distinct problems (one is held out)")
     threshold = eval_fraction
-    if len(set(positions)) < 2:
-        raise ValueError("task 'math': the data needs at least two distinct problems (one to hold out)")
-    if min(positions) >= threshold:  # nothing held out: the lowest position(s) move to eval
-        threshold = min(positions) + 1e-18 if min(positions) + 1e-18 > min(positions) else 1.0
-        threshold = min(p for p in positions if p > min(positions))
-    elif max(positions) < threshold:  # nothing left to train on: the highest position(s) move out
-        threshold = max(positions)
+    if threshold <= distinct[0]:  # nothing held out: hold out the lowest problem
+        threshold = distinct[1]
+    elif threshold > distinct[-1]:  # nothing left to train on: train on the highest problem
+        threshold = distinct[-1]
     train = [p for p, x in zip(problems, positions, strict=True) if x >= threshold]
     held = [p for p, x in zip(problems, positions, strict=True) if x < threshold]
     return train, held
+
+
+# ----------------------------------------------------------------------------- task
+
+
+def _choice(field: str, value: Any, choices: tuple[str, ...] | list[str]) -> str:
+    """`value` if it is one of `choices`, else ValueError naming the field and the choices."""
+    if value not in choices:
+        raise ValueError(f"{field} must be one of {', '.join(choices)}; got {value!r}")
+    return value
+
+
+def _number(field: str, value: Any, low: float, high: float, integer: bool = False) -> Any:
+    """`value` if it is a number (an int when `integer`) in [low, high], else a ValueError."""
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not low <= value <= high:
+        kind = "an integer" if integer else "a number"
+        raise ValueError(f"{field} must be {kind} in [{low:g}, {high:g}]; got {value!r}")
+    return value
+
+
+class MathTask(Task):
+    """Math problems from a local file, graded by the chosen grader; optionally with a Python tool.
+
+    See the module docstring for the task arguments, the prompt and the train/eval split.
+    With `tools="python"` the instance sets `stop = ("</tool>",)` and
+    `max_turns = max_tool_calls + 1` (every allowed call plus the final answer).
+    """
+
+    name = "math"
+    summary = "math problems from a file (task.data=PATH), graded answers, optional sandboxed Python tool"
+    default_runtime = "local"  # the python variant runs code in the local sandbox
+    max_new_tokens = 2048
+    max_turns = 1
+    stop = ()
+
+    def __init__(
+        self,
+        data: str | None = None,
+        grader: str = "auto",
+        tools: str = "none",
+        max_tool_calls: int = 8,
+        eval_fraction: float = 0.1,
+        python_cpu_seconds: float = DEFAULT_CPU_SECONDS,
+        max_observation_chars: int = DEFAULT_OBSERVATION_CHARS,
+    ):
+        """Validate the arguments and load `data` (see the module docstring)."""
+        if data is None or data == "":
+            raise ValueError(MISSING_DATA)
+        if not isinstance(data, str | Path):
+            raise ValueError(f"data must be a file path; got {data!r}")
+        self.tools = _choice("tools", tools, TOOL_MODES)
+        requested = _choice("grader", grader, ["auto", *GRADERS])
+        self.max_tool_calls = _number("max_tool_calls", max_tool_calls, 1, 1000, integer=True)
+        self.eval_fraction = _number("eval_fraction", eval_fraction, 1e-9, 1 - 1e-9)
+        self.python_cpu_seconds = _number("python_cpu_seconds", python_cpu_seconds, 1, 600)
+        self.max_observation_chars = _number("max_observation_chars", max_observation_chars, 100, 10**6, True)
+        self.data = Path(data)
+        problems, self.grader_name = load_problems(self.data, requested)
+        self.grader = GRADERS[self.grader_name]
+        self.train, self.held_out = split_train_eval(problems, self.eval_fraction)
+        if self.tools == "python":  # instance attributes shadow the Task ClassVars for this run
+            self.stop = (TOOL_STOP,)
+            self.max_turns = self.max_tool_calls + 1
+        else:
+            self.default_runtime = "none"
+
+    def sample_problem(self, rng: random.Random) -> Problem:
+        """A training row, uniformly at random (with replacement), using `rng` only."""
+        return rng.choice(self.train)
+
+    def eval_problems(self, n: int, seed: int = 0) -> list[Problem]:
+        """The first `n` held-out rows in an order shuffled by `seed` (all of them if n is larger)."""
+        order = list(self.held_out)
+        random.Random(f"math-eval-{seed}").shuffle(order)
+        return order[:n]
+
+    def make_env(self, problem: Problem) -> Env:
+        """A one-turn episode (`tools="none"`) or a Python-tool episode (`tools="python"`)."""
+        if self.tools == "none":
+            return SingleTurnEnv(problem, self.grader)
+        return MathToolEnv(
+            problem,
+            self.grader,
+            max_tool_calls=self.max_tool_calls,
+            limits=python_limits(self.python_cpu_seconds),
+            max_observation_chars=self.max_observation_chars,
+        )
+
+    def demonstrations(self, rng: random.Random, n: int) -> list[list[Message]]:
+        """Not available: this task is for pretrained models."""
+        raise NotImplementedError(
+            "task 'math' has no demonstrations: the embedded tiny character-level model cannot learn "
+            "these problems; train a pretrained model instead (bench run --task math --model PATH)"
+        )
