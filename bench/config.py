@@ -40,6 +40,11 @@ class RunConfig:
     seed: int = doc("seed of everything (model init, sampling, problem draws)", default=0)
     mode: str = doc("'async': rollouts overlap training; 'sync': no overlap, staleness 0", default="async")
     engine: str = doc("rollout engine: 'torch' (CPU/GPU) or 'vllm' (GPU extra)", default="torch")
+    engine_process: bool = doc(
+        "on CPU, run the torch engine in its own process (own interpreter and GIL, weights shared in "
+        "memory), so generation and training really overlap; false = a thread of the learner process",
+        default=True,
+    )
     trajectories_per_step: int = doc(
         "trajectories per policy step (prompts x rollouts per prompt); the paper uses 128 for every "
         "algorithm (SAO 128x1, GRPO 16x8) so budgets match; 64 here is what learned fastest on arith on 2 CPU cores",
@@ -193,7 +198,7 @@ def validate(config: RunConfig) -> None:
     if not 0 < config.top_p <= 1 or config.temperature < 0:
         raise UsageError("top_p must be in (0, 1] and temperature >= 0")
     registry.get(config.algo)  # unknown names raise "did you mean"
-    tasks.get_task_class(config.task)
+    tasks.get_task(config.task, **config.task_args)  # bad task arguments fail before a run dir exists
     algo = make_algorithm(config)
     if config.trajectories_per_step % algo.group_size:
         raise UsageError(

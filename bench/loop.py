@@ -171,6 +171,7 @@ def train(
         config.engine,
         copy.deepcopy(learner.unwrapped_policy).eval(),
         tokenizer,
+        process=config.engine_process,
         max_batch_size=config.engine_slots,
     )
     engine.update_weights(learner.unwrapped_policy.state_dict(), learner.version)

@@ -130,15 +130,22 @@ def throughput_stats(counters: Mapping[str, float]) -> dict[str, float]:
     }
 
 
-def make_engine(name: str, model: Any, tokenizer: Any, **kwargs: Any) -> Engine:
+def make_engine(name: str, model: Any, tokenizer: Any, process: bool = False, **kwargs: Any) -> Engine:
     """Build an engine by name: "torch" (pure PyTorch, CPU or GPU) or "vllm" (GPU, gpu extra).
 
-    An unknown name raises `UsageError` (a ValueError) listing the valid names.
+    `process=True` runs the torch engine of a CPU model in a child process
+    (`bench.engines.process_engine`); it is ignored for GPU models and for vLLM (which runs
+    its own workers). An unknown name raises `UsageError` (a ValueError) listing the valid names.
 
     vLLM is imported only here, and only when asked for, so the default install never needs it.
     """
     if name == "torch":
         from bench.engines.torch_engine import TorchEngine
+
+        if process and next(model.parameters()).device.type == "cpu":
+            from bench.engines.process_engine import ProcessEngine
+
+            return ProcessEngine(model, tokenizer, **kwargs)
 
         return TorchEngine(model, tokenizer, **kwargs)
     if name == "vllm":
