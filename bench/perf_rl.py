@@ -395,32 +395,25 @@ def async_vs_sync_section(repeats: int, quick: bool) -> dict[str, Any]:
 
 # ---- sandbox -----------------------------------------------------------------------------------
 def sandbox_section(repeats: int, quick: bool) -> dict[str, Any]:
-    """The sandbox's median overhead over a plain subprocess (envs.sandbox.measure_overhead)."""
-    try:
-        from envs import sandbox
-    except Exception as exc:
-        return skipped(f"envs.sandbox cannot be imported: {type(exc).__name__}: {exc}")
-    if not hasattr(sandbox, "measure_overhead"):
-        return skipped("envs.sandbox has no measure_overhead()")
+    """The sandbox's median overhead for running a trivial test file, over a plain subprocess
+    (`envs.sandbox_perf.measure_test_file_overhead`)."""
+    from envs.sandbox import Sandbox
+    from envs.sandbox_perf import RUNNER, measure_test_file_overhead
+
     n = 3 if quick else max(10, 2 * repeats)
     try:
-        res = sandbox.measure_overhead(n=n)
+        res = measure_test_file_overhead(n=n)
     except Exception as exc:  # e.g. a machine where the sandbox cannot start
-        return skipped(f"measure_overhead failed: {type(exc).__name__}: {exc}")
-    out = {
+        return skipped(f"measure_test_file_overhead failed: {type(exc).__name__}: {exc}")
+    return {
         "metric": "seconds_per_run",
         "ours": res["sandbox_median_s"],
         "peer": res["plain_median_s"],
         "peer_name": "plain subprocess (python -I)",
         "ratio": res["sandbox_median_s"] / res["plain_median_s"],
-        "ratio_definition": "ours / peer (seconds per `print(1)` run)",
+        "ratio_definition": "ours / peer (seconds per run of a trivial test file)",
         "overhead_s": res["overhead_s"],
         "runs_each": res["n"],
+        "program": f"python -I -c {RUNNER!r} (imports test_trivial.py, calls its one passing test)",
+        "capabilities": Sandbox.capabilities(),
     }
-    capabilities = getattr(getattr(sandbox, "Sandbox", None), "capabilities", None)
-    if callable(capabilities):
-        try:
-            out["capabilities"] = capabilities()
-        except Exception as exc:
-            out["capabilities"] = f"unavailable: {exc}"
-    return out

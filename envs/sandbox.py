@@ -396,22 +396,3 @@ def _run_sync(coro):
         return asyncio.run(coro)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()
-
-
-def measure_overhead(n: int = 10) -> dict[str, float]:
-    """Median seconds of `print(1)` as a plain subprocess vs through a Sandbox (n runs each)."""
-    import statistics
-
-    plain, boxed = [], []
-    with Sandbox() as box:
-        script = box.workdir / "plain.py"
-        script.write_text("print(1)\n")
-        for _ in range(n):
-            t = time.perf_counter()
-            subprocess.run([sys.executable, "-I", str(script)], capture_output=True, check=True)
-            plain.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            box.run_python("print(1)\n")
-            boxed.append(time.perf_counter() - t)
-    p, b = statistics.median(plain), statistics.median(boxed)
-    return {"n": n, "plain_median_s": p, "sandbox_median_s": b, "overhead_s": b - p}

@@ -73,4 +73,3 @@ def test_several_minibatches_keep_the_pre_step_policy():
     # the second minibatch is graded by updated weights against the pre-step policy: ratio != 1
     assert metrics["policy/approx_kl"] > 0.0
     assert learner.version == 1
-

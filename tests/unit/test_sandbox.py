@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from envs.sandbox import Sandbox, SandboxLimits, SandboxResult, measure_overhead
+from envs.sandbox import Sandbox, SandboxLimits, SandboxResult
 
 CAPS = Sandbox.capabilities()
 
@@ -250,8 +250,3 @@ def test_close_removes_workdir() -> None:
     sb.close()
     assert not workdir.exists()
     sb.close()  # idempotent
-
-
-def test_measure_overhead_reports_medians() -> None:
-    res = measure_overhead(n=3)
-    assert res["n"] == 3 and 0 < res["plain_median_s"] and 0 < res["sandbox_median_s"] < 5
