@@ -22,6 +22,7 @@ on a GPU.
 
 from __future__ import annotations
 
+import os
 import queue
 import traceback
 from collections.abc import Mapping
@@ -48,8 +49,11 @@ def _shared_copy(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tens
     return out
 
 
-def _child_main(config, tokenizer, shared, version, lock, requests, results, engine_kwargs) -> None:
-    """The child: a TorchEngine fed from `requests`, reporting to `results` (see module docstring)."""
+def _child_main(config, tokenizer, shared, version, lock, requests, results, engine_kwargs, parent) -> None:
+    """The child: a TorchEngine fed from `requests`, reporting to `results` (see module docstring).
+
+    It exits by itself when the parent is gone (e.g. the run was killed with SIGKILL, which
+    skips every cleanup): a forked child would otherwise wait on its queue forever."""
     try:
         from transformers import AutoModelForCausalLM
 
@@ -70,7 +74,8 @@ def _child_main(config, tokenizer, shared, version, lock, requests, results, eng
                         return
                     engine.submit(item)
             except queue.Empty:
-                pass
+                if os.getppid() != parent:  # re-parented: the learner process died
+                    return
             if version.value != seen:
                 with lock:
                     seen = version.value
@@ -103,7 +108,7 @@ class ProcessEngine(Engine):
         self._child = ctx.Process(
             target=_child_main,
             args=(model.config, tokenizer, self._shared, self._version, self._lock, self._requests,
-                  self._results, engine_kwargs),
+                  self._results, engine_kwargs, os.getpid()),
             name="rollout-engine",
             daemon=True,
         )  # fmt: skip

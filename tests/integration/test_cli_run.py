@@ -118,6 +118,23 @@ def test_bad_input_is_one_line_exit_2(args, expected, tmp_path):
     assert expected in lines[0]
 
 
+def _assert_no_process_mentions(text: str, within_s: float) -> None:
+    """Wait until no live process has `text` in its command line."""
+    deadline = time.time() + within_s
+    while True:
+        alive = []
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                if text in cmdline.read_bytes().decode(errors="replace"):
+                    alive.append(cmdline.parent.name)
+            except OSError:  # the process ended while we looked
+                pass
+        if not alive or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    assert not alive, f"processes of the killed run still alive: {alive}"
+
+
 def test_kill_9_then_resume_has_no_gap_or_duplicate(base_checkpoint, tmp_path):
     out = tmp_path / "run"
     cmd = [
@@ -149,6 +166,7 @@ def test_kill_9_then_resume_has_no_gap_or_duplicate(base_checkpoint, tmp_path):
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.wait()
+    _assert_no_process_mentions(str(out), within_s=10)  # e.g. an orphaned rollout-engine child
     res = bench("run", "--resume", str(out), "--no-progress")
     assert res.returncode == 0, res.stderr
     steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
