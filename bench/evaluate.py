@@ -207,7 +207,7 @@ def _evaluate_episodes(
     """`evaluate` for multi-turn benchmarks: each sample is an episode of `spec.episode_task()`."""
     from bench.evaluate_episodes import evaluate_episodes
 
-    task = spec.episode_task()
+    task = spec.episode_task(problems)
     start = time.perf_counter()
     records = evaluate_episodes(model, tokenizer, task, problems, k, params, engine, seed, slots, progress,
                                 f"eval {spec.name}")  # fmt: skip

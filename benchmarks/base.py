@@ -301,8 +301,9 @@ class BenchmarkSpec:
     Problem whose `prompt` is the raw problem text; `load` then fills `prompt_template` by
     plain substitution of `{problem}` (not `str.format`, so LaTeX braces need no escaping).
     `grader` grades single-turn completions. Multi-turn benchmarks (the agent task, SWE) have
-    no grader but an `episode_task`: a factory of the `envs` Task whose env plays each problem
-    (`task.make_env(problem)`); the episode's final reward decides correctness (> 0).
+    no grader but an `episode_task`: given the problems to evaluate, it returns the `envs` Task
+    whose env plays each of them (`task.make_env(problem)`; building it checks that they can
+    run here, e.g. that Docker is reachable); the episode's final reward decides correctness.
     """
 
     name: str
@@ -315,7 +316,7 @@ class BenchmarkSpec:
     sampling: SamplingDefaults
     columns: tuple[str, ...]
     parse_row: Callable[[int, dict[str, Any]], Problem] = field(repr=False)
-    episode_task: Callable[[], Any] | None = field(default=None, repr=False)
+    episode_task: Callable[[Sequence[Problem]], Any] | None = field(default=None, repr=False)
 
     def __post_init__(self):
         """Catch spec typos at import time rather than at eval time."""

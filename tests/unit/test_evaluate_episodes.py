@@ -23,7 +23,7 @@ def tiny():
 def test_single_turn_task_as_episodes_matches_the_grader_path(tiny):
     model, tokenizer = tiny
     spec = get_benchmark("arith")
-    as_episodes = dataclasses.replace(spec, grader=None, episode_task=ArithTask)
+    as_episodes = dataclasses.replace(spec, grader=None, episode_task=lambda problems: ArithTask())
     greedy = {"temperature": 0.0, "max_new_tokens": 20}
     direct = evaluate(model, tokenizer, spec, k=1, limit=6, sampling=greedy, progress=False)
     episodes = evaluate(model, tokenizer, as_episodes, k=1, limit=6, sampling=greedy, progress=False)
@@ -46,7 +46,7 @@ class _AlwaysRight(ArithTask):
 
 def test_the_env_decides_correctness_and_k_samples_per_problem(tiny):
     model, tokenizer = tiny
-    spec = dataclasses.replace(get_benchmark("arith"), grader=None, episode_task=_AlwaysRight)
+    spec = dataclasses.replace(get_benchmark("arith"), grader=None, episode_task=lambda problems: _AlwaysRight())
     result = evaluate(model, tokenizer, spec, k=3, limit=4, sampling={"max_new_tokens": 8}, progress=False)
     assert result.summary["avg_at_k"] == 1.0 and result.summary["n_samples"] == 12
     assert sorted({(r["problem_id"], r["sample_index"]) for r in result.records}) == sorted(
