@@ -5,7 +5,8 @@ command fails in seconds, before a model is loaded. `--model` accepts:
 - a run directory (it has `checkpoints/`): the policy of its latest checkpoint; the results
   go to `<RUN_DIR>/evals/` unless `--out` says otherwise;
 - a checkpoint directory (it holds `policy/`, e.g. `runs/x/checkpoints/step_000040`): its policy;
-- `tiny`: the embedded model's base checkpoint for the arith task (pretrained on first use);
+- `tiny`: the embedded model's base checkpoint of the benchmark's task (arith for non-embedded
+  benchmarks; pretrained on first use);
 - any other directory (transformers format) or a hub model id.
 Without `--out` and a run directory, results go to `evals/<timestamp>/`.
 """
@@ -27,8 +28,8 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
         required=True,
         metavar="RUN_DIR|CHECKPOINT_DIR|MODEL_ID|tiny",
         help="what to evaluate: a run directory (its latest checkpoint's policy), a checkpoint directory "
-        "(step_NNNNNN, its policy/), 'tiny' (the arith base checkpoint of the embedded model), or a model "
-        "directory / hub id",
+        "(step_NNNNNN, its policy/), 'tiny' (the embedded model's base checkpoint for the benchmark's task: arith, agent or swe), "
+        "or a model directory / hub id",
     )
     p.add_argument(
         "--bench",
@@ -130,9 +131,27 @@ def _check_options(args: argparse.Namespace, n_bench: int) -> None:
             raise UsageError("the vllm engine needs vLLM, which is not installed: pip install -e .[gpu]")
 
 
-def resolve_model(spec: str) -> tuple[str, Path | None]:
+TINY_TASK_OF_BENCHMARK = {"arith": "arith", "agent": "agent", "swe-mini": "swe"}
+"""Which task's tiny base checkpoint `--model tiny` means for an embedded benchmark (else arith)."""
+
+
+def tiny_task(bench_names: list[str]) -> str:
+    """The task whose tiny base checkpoint `--model tiny` loads for these benchmarks."""
+    from bench.errors import UsageError
+
+    tasks = {TINY_TASK_OF_BENCHMARK.get(name, "arith") for name in bench_names}
+    if len(tasks) > 1:
+        raise UsageError(
+            f"--model tiny means a different base checkpoint for each of {', '.join(bench_names)} "
+            f"(tasks {', '.join(sorted(tasks))}); evaluate them one at a time"
+        )
+    return tasks.pop()
+
+
+def resolve_model(spec: str, task: str = "arith") -> tuple[str, Path | None]:
     """(what to load: a directory or a hub id, the run directory when `spec` is one).
 
+    `tiny` is the embedded model's base checkpoint for `task` (pretrained on first use).
     Raises UsageError for a run directory without a checkpoint, or a checkpoint directory
     without `policy/`.
     """
@@ -141,7 +160,7 @@ def resolve_model(spec: str) -> tuple[str, Path | None]:
     if spec == "tiny":
         from bench.pretrain import ensure_base_checkpoint
 
-        return str(ensure_base_checkpoint("arith")), None
+        return str(ensure_base_checkpoint(task)), None
     path = Path(spec).expanduser()
     if not path.is_dir():
         return spec, None
@@ -223,8 +242,11 @@ def eval_from_cli(args: argparse.Namespace) -> int:
     for spec in specs:
         check_supported(spec)
     problems = {spec.name: spec.load(args.data, args.limit) for spec in specs}  # fails fast when offline
+    for spec in specs:  # multi-turn benchmarks: their runtime (e.g. Docker) is checked before loading a model
+        if spec.episode_task is not None:
+            _check_episode_task(spec, problems[spec.name])
 
-    source, run_dir = resolve_model(args.model)
+    source, run_dir = resolve_model(args.model, tiny_task(names) if args.model == "tiny" else "arith")
     model, tokenizer = _load_model(source, args.engine, not args.no_progress)
     if args.out is not None:
         out = Path(args.out)
@@ -251,7 +273,39 @@ def eval_from_cli(args: argparse.Namespace) -> int:
             problems=problems[spec.name],
             model_id=model_id,
         )
+        if spec.name in SWE_BENCHMARKS:
+            _swe_outputs(spec.name, result, out, model_id, args.data)
         paths.append(write_eval(out, result))
         summaries.append(result.summary)
     _print_results(summaries, paths)
     return 0
+
+
+SWE_BENCHMARKS = ("swe-verified", "swe-mini")
+"""Benchmarks whose episodes produce patches: they also get the official predictions file."""
+
+
+def _check_episode_task(spec: Any, problems: list[Any]) -> None:
+    """Build the benchmark's episode task once; its runtime errors become one-line UsageErrors."""
+    from bench.errors import UsageError
+
+    try:
+        spec.episode_task(problems)
+    except ValueError as exc:  # RuntimeUnavailable reaches here as a ValueError from the task
+        raise UsageError(f"benchmark '{spec.name}': {exc}") from None
+
+
+def _swe_outputs(name: str, result: Any, out: Path, model_id: str, data_path: str | None) -> None:
+    """Predictions file(s) for the official harness; for swe-verified, the harness's own verdict."""
+    from bench.swe_eval import run_official_harness, write_predictions_files
+
+    predictions = write_predictions_files(out, name, result.records, model_id)
+    result.summary["predictions_files"] = [str(p) for p in predictions]
+    for path in predictions:
+        print(f"wrote {path} (SWE-bench predictions format)")
+    if name == "swe-verified":
+        harness = run_official_harness(predictions[0], data_path, out)
+        result.summary["official_harness"] = harness
+        if harness["status"] != "ran":
+            print(f"official swebench harness {harness['status']}: {harness['reason']}; to grade elsewhere run: "
+                  + " ".join(harness["command"]))  # fmt: skip

@@ -53,17 +53,6 @@ PROMPT_TOO_LONG = "prompt-too-long"
 FALLBACK_PREFIX = "fallback"
 """Grader methods starting with this are string fallbacks (`envs.math.graders`)."""
 
-_NOT_IMPLEMENTED = {
-    "swe-verified": (
-        "benchmark 'swe-verified' cannot be evaluated yet: the SWE agent environment is not implemented. "
-        "Missing: a multi-turn repository-editing env (an `envs` task that checks out each instance at "
-        "its base commit in a Docker runtime and lets the model run commands and edit files, up to "
-        "300 turns) to turn episodes into patches, and a runner for the swebench Docker harness that "
-        "grades them. benchmarks/swe_verified.py already loads the instances, writes the predictions "
-        "file and reads harness reports"
-    ),
-}
-
 
 class EvalNotImplementedError(UsageError):
     """The benchmark exists but this harness cannot evaluate it yet (the message says what is missing)."""
@@ -85,8 +74,6 @@ class EvalResult:
 
 def check_supported(spec: BenchmarkSpec) -> None:
     """Raise EvalNotImplementedError when `spec` cannot be evaluated in-process (no grader here)."""
-    if spec.name in _NOT_IMPLEMENTED:
-        raise EvalNotImplementedError(_NOT_IMPLEMENTED[spec.name])
     if spec.grader is None and spec.episode_task is None:
         raise EvalNotImplementedError(
             f"benchmark '{spec.name}' has no in-process grader (it is graded by an external harness), "
@@ -157,7 +144,7 @@ def evaluate(
     - `model_id`: what to record as the model in provenance (default: the model's
       `name_or_path`).
 
-    Raises EvalNotImplementedError (swe-verified), BenchmarkDataError (data unavailable or
+    Raises EvalNotImplementedError (no grader and no episode task), BenchmarkDataError (data unavailable or
     malformed) and UsageError (bad settings) before generating anything.
     """
     check_supported(spec)

@@ -5,10 +5,8 @@
 training draws. The prompt is the task's prompt as is (`{problem}` template), so an
 embedded benchmark measures exactly what the task trains.
 
-Adding `agent` or `swe-mini` later (once those tasks exist in `envs/`): write a factory such
-as `agent = lambda: task_benchmark("agent", n=..., grader=None, ...)` (grader None: a
-multi-turn episode is graded by the task's own env, `task.make_env(problem)`), and add its
-name to `benchmarks.registry.BENCHMARKS`.
+Multi-turn tasks (`agent`, `swe-mini`) have no grader: each sample is an episode of the task
+(`episode_task`), graded by the task's own env exactly as in training.
 """
 
 from __future__ import annotations
@@ -50,8 +48,10 @@ def task_benchmark(
     description: str,
     grader: Grader | None,
     sampling: SamplingDefaults,
+    episode: bool = False,
 ) -> BenchmarkSpec:
-    """A benchmark of `n` held-out problems of the `envs` task `task_name` (seed `seed`)."""
+    """A benchmark of `n` held-out problems of the `envs` task `task_name` (seed `seed`);
+    `episode=True` plays each sample as an episode of the task (multi-turn tasks)."""
     return BenchmarkSpec(
         name=name or task_name,
         version=version,
@@ -66,7 +66,19 @@ def task_benchmark(
         sampling=sampling,
         columns=("problem", "answer"),
         parse_row=_task_row,
+        episode_task=_task_factory(task_name) if episode else None,
     )
+
+
+def _task_factory(task_name: str):
+    """An `episode_task` factory: the registered task with default arguments, for any problems."""
+
+    def make(problems):
+        from envs.registry import get_task
+
+        return get_task(task_name)
+
+    return make
 
 
 def arith() -> BenchmarkSpec:
@@ -81,4 +93,25 @@ def arith() -> BenchmarkSpec:
         description=f"arith task held-out set: {ARITH_N} single-digit +/- chains (seed 0), integer answers",
         grader=grade_integer,
         sampling=SamplingDefaults(temperature=1.0, top_p=1.0, max_new_tokens=ArithTask.max_new_tokens, k=4),
+    )
+
+
+AGENT_N = 200
+"""Size of the `agent` benchmark."""
+
+
+def agent() -> BenchmarkSpec:
+    """`agent`: 200 fixed episodes of the agent task (seed 0): look up hidden values with tool
+    calls, then answer; correct when the episode's reward is 1."""
+    from envs.agent import AgentTask
+
+    return task_benchmark(
+        "agent",
+        n=AGENT_N,
+        seed=0,
+        version=1,
+        description=f"agent task held-out set: {AGENT_N} tool-lookup arithmetic episodes (seed 0)",
+        grader=None,
+        sampling=SamplingDefaults(temperature=1.0, top_p=1.0, max_new_tokens=AgentTask.max_new_tokens, k=4),
+        episode=True,
     )

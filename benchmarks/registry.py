@@ -21,9 +21,8 @@ BENCHMARKS: dict[str, str] = {
     "gsm8k": "benchmarks.math_sets:gsm8k",
     "swe-verified": "benchmarks.swe_verified:swe_verified",
     "arith": "benchmarks.embedded:arith",
-    # Embedded task benchmarks to come (see benchmarks/embedded.py, `task_benchmark`):
-    # "agent": "benchmarks.embedded:agent",
-    # "swe-mini": "benchmarks.embedded:swe_mini",
+    "agent": "benchmarks.embedded:agent",
+    "swe-mini": "benchmarks.swe_mini:swe_mini",
 }
 """Built-in benchmarks: name -> "module:factory" (the factory returns a `BenchmarkSpec`)."""
 

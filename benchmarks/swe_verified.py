@@ -55,7 +55,20 @@ SWE_TEMPLATE = (
 )
 
 
-def _swe_row(index: int, row: dict[str, Any]) -> Problem:
+def swe_episode_task(runtime: str):
+    """An `episode_task` factory: the SWE task's scaffold on the given problems, in `runtime`
+    ("docker" for SWE-bench Verified, "local" for swe-mini). Building it checks the runtime
+    for every instance, so a missing Docker daemon fails before any model is loaded."""
+
+    def make(problems):
+        from envs.swe.task import SweTask
+
+        return SweTask.for_problems(problems, runtime=runtime)
+
+    return make
+
+
+def swe_row(index: int, row: dict[str, Any]) -> Problem:
     """Key = instance_id, prompt text = the issue, answer = the gold patch (never used to grade).
 
     meta is the official record, so an SWE env can rebuild the instance with `SWEInstance.from_row`.
@@ -63,14 +76,15 @@ def _swe_row(index: int, row: dict[str, Any]) -> Problem:
     try:
         inst = SWEInstance.from_row(row)
     except InstanceError as exc:
-        raise BenchmarkDataError(f"benchmark 'swe-verified': row {index}: {exc}") from None
+        raise BenchmarkDataError(f"SWE-bench instance row {index}: {exc}") from None
     return Problem(
         key=inst.instance_id, prompt=inst.problem_statement, answer=inst.patch, meta=inst.to_record()
     )
 
 
 def swe_verified() -> BenchmarkSpec:
-    """SWE-bench Verified: 500 human-validated GitHub issues; resolved per the Docker harness."""
+    """SWE-bench Verified: 500 human-validated GitHub issues; each sample is an episode of the
+    SWE scaffold in the instance's official Docker image, resolved per SWE-bench's rule."""
     return BenchmarkSpec(
         name="swe-verified",
         version=1,
@@ -83,7 +97,8 @@ def swe_verified() -> BenchmarkSpec:
         grader=None,
         sampling=SamplingDefaults(temperature=1.0, top_p=1.0, max_new_tokens=8192, k=1),
         columns=SWE_COLUMNS,
-        parse_row=_swe_row,
+        parse_row=swe_row,
+        episode_task=swe_episode_task("docker"),
     )
 
 

@@ -13,6 +13,9 @@ from envs.base import Task
 
 TASKS: dict[str, str] = {
     "arith": "envs.arith:ArithTask",
+    "swe": "envs.swe.task:SweTask",
+    "agent": "envs.agent:AgentTask",
+    "drift": "envs.online:DriftTask",
     "math": "envs.math.tasks:MathTask",
 }
 """Built-in tasks: name -> "module:Class" (the class is imported lazily)."""

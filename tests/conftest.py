@@ -1,4 +1,5 @@
-"""Test-wide settings: never touch a model hub, keep CPU threads modest, skip GPU tests on CPU."""
+"""Test-wide settings: never touch a model hub, keep CPU threads modest, skip GPU tests on CPU
+and Docker tests without a daemon."""
 
 import os
 
@@ -10,8 +11,27 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import pytest  # noqa: E402
 
 
+def _docker_daemon_error() -> str | None:
+    """Why `docker`-marked tests cannot run (no SDK, no daemon), or None when a daemon answers."""
+    try:
+        import docker
+    except ImportError:
+        return "needs the docker SDK (pip install -e '.[swe]') and a running Docker daemon"
+    try:
+        docker.from_env(timeout=3).ping()
+    except Exception as exc:  # no socket, connection refused, permission denied
+        return f"needs a running Docker daemon ({type(exc).__name__})"
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
-    """Skip `gpu` tests when no CUDA device is present."""
+    """Skip `gpu` tests when no CUDA device is present and `docker` tests when no daemon answers."""
+    docker_items = [item for item in items if item.get_closest_marker("docker")]
+    if docker_items:  # probe the daemon only when such tests were collected
+        reason = _docker_daemon_error()
+        if reason:
+            for item in docker_items:
+                item.add_marker(pytest.mark.skip(reason=reason))
     try:
         import torch
 

@@ -132,6 +132,17 @@ def test_unknown_benchmark(checkpoint, cache_dir, tmp_path):
     assert "did you mean" in _one_line_error(res)
 
 
-def test_swe_verified_not_implemented(checkpoint, cache_dir, tmp_path):
+def test_swe_verified_says_exactly_what_is_missing(checkpoint, cache_dir, tmp_path):
+    # offline: the hub copy is unreachable, and the error names the --data override
     res = bench_eval("--model", str(checkpoint), "--bench", "swe-verified", cache=cache_dir, cwd=tmp_path)
-    assert "SWE agent environment is not implemented" in _one_line_error(res)
+    assert "--data" in _one_line_error(res)
+    # with a local copy of the instances: the episodes need the Docker runtime, which is missing here
+    row = {
+        "repo": "astropy/astropy", "instance_id": "astropy__astropy-12907", "base_commit": "a" * 40,
+        "patch": "", "test_patch": "", "problem_statement": "issue", "version": "4.3",
+        "FAIL_TO_PASS": '["t.py::test_a"]', "PASS_TO_PASS": "[]", "environment_setup_commit": "b" * 40,
+    }  # fmt: skip
+    (tmp_path / "verified.json").write_text(json.dumps([row]))
+    res = bench_eval("--model", str(checkpoint), "--bench", "swe-verified", "--data", "verified.json",
+                     cache=cache_dir, cwd=tmp_path)  # fmt: skip
+    assert "--runtime docker needs" in _one_line_error(res)

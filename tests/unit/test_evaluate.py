@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from bench.evaluate import EvalNotImplementedError, eval_metrics, evaluate, write_eval
+from bench.evaluate import eval_metrics, evaluate, write_eval
 from bench.models import new_tiny_model
 from benchmarks import stats
 from benchmarks.base import BenchmarkSpec, BuiltinSource, SamplingDefaults
@@ -159,10 +159,17 @@ def test_pass_at_k_matches_stats(tiny):
     assert metrics["eval/fake/avg_at_k"] == summary["avg_at_k"] and "eval/fake/pass_at_5" in metrics
 
 
-def test_swe_verified_is_not_implemented(tiny):
+def test_swe_verified_needs_docker_and_says_so(tiny, tmp_path):
     model, tokenizer = tiny
-    with pytest.raises(EvalNotImplementedError, match="SWE agent environment is not implemented"):
-        evaluate(model, tokenizer, get_benchmark("swe-verified"), k=1, limit=1, progress=False)
+    row = {
+        "repo": "astropy/astropy", "instance_id": "astropy__astropy-12907", "base_commit": "a" * 40,
+        "patch": "", "test_patch": "", "problem_statement": "issue", "version": "4.3",
+        "FAIL_TO_PASS": '["t.py::test_a"]', "PASS_TO_PASS": "[]", "environment_setup_commit": "b" * 40,
+    }  # fmt: skip
+    data = tmp_path / "verified.json"
+    data.write_text(json.dumps([row]))
+    with pytest.raises(ValueError, match=r"--runtime docker needs (the swebench|a running Docker)"):
+        evaluate(model, tokenizer, get_benchmark("swe-verified"), k=1, data_path=data, progress=False)
 
 
 def test_bad_settings_are_user_errors(tiny):

@@ -46,7 +46,9 @@ class _AlwaysRight(ArithTask):
 
 def test_the_env_decides_correctness_and_k_samples_per_problem(tiny):
     model, tokenizer = tiny
-    spec = dataclasses.replace(get_benchmark("arith"), grader=None, episode_task=lambda problems: _AlwaysRight())
+    spec = dataclasses.replace(
+        get_benchmark("arith"), grader=None, episode_task=lambda problems: _AlwaysRight()
+    )
     result = evaluate(model, tokenizer, spec, k=3, limit=4, sampling={"max_new_tokens": 8}, progress=False)
     assert result.summary["avg_at_k"] == 1.0 and result.summary["n_samples"] == 12
     assert sorted({(r["problem_id"], r["sample_index"]) for r in result.records}) == sorted(

@@ -1,0 +1,183 @@
+"""`--task swe`: resolve a GitHub-style issue in a repository with the minimal tool scaffold.
+
+Task args (`--set task.NAME=VALUE`):
+- `dataset`: "swe-mini" (default; the embedded tiny repositories, `envs.swe.mini`) or
+  "swe-verified" (SWE-bench Verified, read from `data`, a local JSON/JSONL/parquet file in the
+  official schema; the `benchmarks` layer is where hub downloads live, envs never fetch data);
+- `runtime`: "local" (temporary git working copy, tests in `envs.sandbox`) or "docker" (the
+  official per-instance SWE-bench images); default: "local" for swe-mini, "docker" for
+  swe-verified (whose repositories only run in their images);
+- `data`: path of the instances file (required for swe-verified);
+- `max_tool_calls`, `max_observation_chars`: see `envs.swe.scaffold.SweEnv`;
+- `wrong_fix_rate`: share of deliberately wrong fixes in the warm-start demonstrations.
+
+The runtime is checked for every instance at construction, so a missing Docker daemon or
+`swe` extra fails at once with the fix in the message, not in the middle of a run.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from envs.base import Env, Message, Problem, Task
+from envs.swe import synthetic
+from envs.swe.instance import InstanceError, SWEInstance
+from envs.swe.runtime import Runtime, RuntimeUnavailable
+from envs.swe.scaffold import SweEnv
+from envs.tools import TOOL_STOP
+
+DATASETS = ("swe-mini", "swe-verified")
+RUNTIMES = ("local", "docker")
+
+
+def load_instances_file(path: str | Path) -> list[SWEInstance]:
+    """Official-schema instances from a .json (list of rows), .jsonl or .parquet file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"data: no such file: {path}")
+    try:
+        if path.suffix == ".parquet":
+            import pandas as pd
+
+            rows = pd.read_parquet(path).to_dict("records")
+        elif path.suffix == ".jsonl":
+            rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        else:
+            rows = json.loads(path.read_text())
+        if not isinstance(rows, list) or not rows:
+            raise ValueError("expected a non-empty list of instances")
+        return [SWEInstance.from_row(row) for row in rows]
+    except (InstanceError, KeyError, json.JSONDecodeError, ValueError) as exc:
+        raise ValueError(f"data: {path}: not SWE-bench instances: {exc}") from None
+
+
+def make_runtime(name: str) -> Runtime:
+    """The runtime called `name` (imported lazily: docker pulls in the `swe` extra)."""
+    if name == "local":
+        from envs.swe.local_runtime import LocalRuntime
+
+        return LocalRuntime()
+    from envs.swe.docker_runtime import DockerRuntime
+
+    return DockerRuntime()
+
+
+def checked_runtime(name: str, instances: list[SWEInstance]) -> Runtime:
+    """The runtime `name`, checked for every instance; RuntimeUnavailable becomes a ValueError
+    (which reaches the CLI as a one-line error with the fix in it)."""
+    runtime = make_runtime(name)
+    try:
+        for inst in instances:
+            runtime.check(inst)
+    except RuntimeUnavailable as exc:
+        raise ValueError(str(exc)) from None
+    return runtime
+
+
+class SweTask(Task):
+    """Issue -> patch with view/search/replace/run_tests/submit; reward 1 iff SWE-bench resolved.
+
+    Warm-start recipe (`demonstrations`): scripted episodes on SYNTHETIC one-line bugs
+    (`envs.swe.synthetic`), never on the swe-mini instances used for RL and evaluation;
+    a `wrong_fix_rate` share (default 0.2) of them submit a plausible wrong fix.
+    """
+
+    name = "swe"
+    summary = "fix a one-line bug from an issue: view/search/replace/run_tests/submit, SWE-bench grading"
+    default_runtime = "local"
+    max_new_tokens = 128  # one tool call per turn; a replaced line is rarely > 100 chars
+    max_turns = 8
+    stop = (TOOL_STOP,)
+    pretrain_steps = 400
+
+    def __init__(
+        self,
+        dataset: str = "swe-mini",
+        runtime: str | None = None,
+        data: str | None = None,
+        max_tool_calls: int = 8,
+        max_observation_chars: int = 1000,
+        wrong_fix_rate: float = synthetic.WRONG_FIX_RATE,
+    ):
+        """See the module docstring; invalid values raise ValueError naming the field."""
+        if dataset not in DATASETS:
+            raise ValueError(f"dataset: invalid value {dataset!r}; valid choices: {', '.join(DATASETS)}")
+        runtime = runtime or ("local" if dataset == "swe-mini" else "docker")
+        if runtime not in RUNTIMES:
+            raise ValueError(f"runtime: invalid value {runtime!r}; valid choices: {', '.join(RUNTIMES)}")
+        if dataset == "swe-verified" and runtime == "local":
+            raise ValueError("runtime: 'local' runs only swe-mini; swe-verified needs runtime=docker")
+        if int(max_tool_calls) < 1 or int(max_observation_chars) < 1:
+            raise ValueError("max_tool_calls and max_observation_chars must be >= 1")
+        if not 0.0 <= float(wrong_fix_rate) <= 1.0:
+            raise ValueError(f"wrong_fix_rate must be in [0, 1], got {wrong_fix_rate}")
+        self.dataset, self.runtime_name = dataset, runtime
+        self.max_tool_calls, self.max_observation_chars = int(max_tool_calls), int(max_observation_chars)
+        self.wrong_fix_rate = float(wrong_fix_rate)
+        self.instances = self._load(dataset, data)
+        self.by_id = {inst.instance_id: inst for inst in self.instances}
+        self.runtime = checked_runtime(runtime, self.instances)
+
+    @classmethod
+    def for_problems(cls, problems: list[Problem], runtime: str) -> SweTask:
+        """The task over exactly these problems (their `meta` holds the official records), in
+        `runtime`; what benchmarks evaluate with. Checks the runtime for every instance, so a
+        missing Docker daemon fails here with the message saying what to install or start."""
+        if runtime not in RUNTIMES:
+            raise ValueError(f"runtime: invalid value {runtime!r}; valid choices: {', '.join(RUNTIMES)}")
+        task = cls.__new__(cls)
+        task.dataset, task.runtime_name = "given", runtime
+        task.max_tool_calls, task.max_observation_chars = 8, 1000
+        task.wrong_fix_rate = synthetic.WRONG_FIX_RATE
+        task.instances = [SWEInstance.from_row(p.meta) for p in problems]
+        task.by_id = {inst.instance_id: inst for inst in task.instances}
+        task.runtime = checked_runtime(runtime, task.instances)
+        return task
+
+    @staticmethod
+    def _load(dataset: str, data: str | None) -> list[SWEInstance]:
+        if dataset == "swe-mini":
+            if data is not None:
+                raise ValueError("data: only for dataset=swe-verified (swe-mini is embedded)")
+            from envs.swe.mini import load_swe_mini
+
+            return list(load_swe_mini())
+        if data is None:
+            raise ValueError(
+                "data: swe-verified needs task_args.data=PATH, a local copy of the official "
+                "instances (JSON/JSONL/parquet); `bench eval --bench swe-verified` downloads it"
+            )
+        return load_instances_file(data)
+
+    def _problem(self, inst: SWEInstance) -> Problem:
+        return Problem(
+            key=inst.instance_id, prompt=inst.problem_statement, answer=inst.patch, meta=inst.to_record()
+        )
+
+    def sample_problem(self, rng: random.Random) -> Problem:
+        """A uniformly drawn instance."""
+        return self._problem(self.instances[rng.randrange(len(self.instances))])
+
+    def eval_problems(self, n: int, seed: int = 0) -> list[Problem]:
+        """The first `n` instances (all when n exceeds them) of a permutation seeded by "swe-eval-<seed>"."""
+        order = list(self.instances)
+        random.Random(f"swe-eval-{seed}").shuffle(order)
+        return [self._problem(inst) for inst in order[:n]]
+
+    def make_env(self, problem: Problem) -> Env:
+        """A `SweEnv` on the problem's instance (rebuilt from `meta` for instances not loaded here)."""
+        inst = self.by_id.get(problem.key) or SWEInstance.from_row(problem.meta)
+        return SweEnv(inst, self.runtime, self.max_tool_calls, self.max_observation_chars)
+
+    def demonstrations(self, rng: random.Random, n: int) -> list[list[Message]]:
+        """`n` scripted episodes on synthetic bugs (see the class docstring)."""
+        pairs = synthetic.demonstrations(
+            rng,
+            n,
+            wrong_fix_rate=self.wrong_fix_rate,
+            max_tool_calls=self.max_tool_calls,
+            max_observation_chars=self.max_observation_chars,
+        )
+        return [messages for messages, _ in pairs]

@@ -1,0 +1,373 @@
+"""`DockerRuntime` with the Docker client and the swebench harness faked at their boundary
+(containers that record exec calls and answer from an in-memory /testbed), its unavailable
+messages, and one real run behind the `docker` marker."""
+
+import asyncio
+import io
+import json
+import os
+import re
+import sys
+import tarfile
+import types
+
+import pytest
+
+from envs.swe.docker_runtime import (
+    GIT_APPLY_CMDS,
+    MISSING_EXTRA,
+    DockerRuntime,
+    SwebenchHarness,
+)
+from envs.swe.instance import SWEInstance
+from envs.swe.runtime import RuntimeUnavailable
+from envs.swe.scaffold import SweEnv
+from envs.swe.workspace_memory import apply_unified_diff, file_diff
+
+CALC = "def add(a, b):\n    return a - b\n"
+FIXED = "def add(a, b):\n    return a + b\n"
+START, END = ">>>>> Start Test Output", ">>>>> End Test Output"
+
+
+def make_instance(**kw) -> SWEInstance:
+    fields = dict(
+        instance_id="demo__calc-1",
+        repo="demo/calc",
+        base_commit="b" * 40,
+        problem_statement="add(2, 3) returns -1; it should return 5.",
+        patch=file_diff("calc.py", CALC, FIXED),
+        test_patch="",
+        fail_to_pass=("tests/test_calc.py::test_add",),
+        pass_to_pass=("tests/test_calc.py::test_neg",),
+        version="1.0",
+        environment_setup_commit="b" * 40,
+    )
+    return SWEInstance(**{**fields, **kw})
+
+
+class FakeContainer:
+    """A running container whose /testbed is a dict; records every exec and archive."""
+
+    def __init__(self, image, logs):
+        self.image, self.logs = image, logs  # logs: script path -> (exit code, output)
+        self.base = {"calc.py": CALC, "tests/test_calc.py": "def test_add(): ...\n"}
+        self.files = dict(self.base)
+        self.execs, self.archives, self.removed = [], [], 0
+        self.apply_failures = 0  # how many of the patch commands fail first
+
+    def exec_run(self, cmd, workdir=None, user=None):
+        assert workdir == "/testbed" and user == "root"
+        self.execs.append(cmd)
+        if cmd[0] == "timeout":
+            return self._result(*self.logs[cmd[-1]])
+        if cmd[:2] == ["git", "ls-files"]:
+            return self._result(0, "".join(p + "\n" for p in self.files))
+        if cmd[:2] == ["cat", "--"]:
+            text = self.files.get(cmd[2])
+            return self._result(0, text) if text is not None else self._result(1, "cat: No such file")
+        if cmd[:2] == ["mkdir", "-p"]:
+            return self._result(0, "")
+        if cmd[:2] == ["git", "grep"]:
+            hits = [f"{p}:{n}:{ln}" for p, t in self.files.items() for n, ln in enumerate(t.splitlines(), 1)]
+            hits = [h for h in hits if cmd[6] in h.split(":", 2)[2]]
+            return self._result(0 if hits else 1, "".join(h + "\n" for h in hits))
+        script = cmd[2]
+        if script.endswith("/tmp/patch.diff"):
+            if self.apply_failures:
+                self.apply_failures -= 1
+                return self._result(1, "error: patch failed")
+            try:
+                self.files = apply_unified_diff(self.files, self.archives[-1][2].decode())
+            except ValueError as exc:
+                return self._result(1, str(exc))
+            return self._result(0, "Applied patch calc.py cleanly.")
+        if script.startswith("git add -A && git -c core.fileMode=false diff --cached HEAD"):
+            diff = "".join(file_diff(p, self.base.get(p), self.files.get(p)) for p in sorted(self.files))
+            return self._result(0, diff)
+        raise AssertionError(f"unexpected exec {cmd}")
+
+    def put_archive(self, path, data):
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            (member,) = tar.getmembers()
+            content = tar.extractfile(member).read()
+        full = f"{path.rstrip('/')}/{member.name}"
+        self.archives.append((path, member.name, content))
+        if full.startswith("/testbed/"):
+            self.files[full.removeprefix("/testbed/")] = content.decode()
+        return True
+
+    def remove(self, force=False):
+        assert force
+        self.removed += 1
+
+    @staticmethod
+    def _result(code, text):
+        return types.SimpleNamespace(exit_code=code, output=text.encode())
+
+
+class FakeClient:
+    """`docker.DockerClient` stand-in: `containers.run` starts a FakeContainer."""
+
+    def __init__(self, logs=None):
+        self.logs = logs or {}
+        self.started = []
+        self.containers = types.SimpleNamespace(run=self._run)
+
+    def _run(self, image, command, detach, working_dir):
+        assert command == "tail -f /dev/null" and detach and working_dir == "/testbed"
+        container = FakeContainer(image, self.logs)
+        self.started.append(container)
+        return container
+
+
+class FakeHarness:
+    """The `SwebenchHarness` surface: parses `id STATUS` lines between the markers."""
+
+    def unsupported(self, instance):
+        return None if instance.repo == "demo/calc" else f"swebench has no spec for {instance.repo}"
+
+    def spec(self, instance):
+        return types.SimpleNamespace(image=f"sweb.eval.x86_64.{instance.instance_id}:latest")
+
+    def image(self, spec):
+        return spec.image
+
+    def eval_script(self, spec):
+        return "#!/bin/bash\necho eval\n"
+
+    def test_script(self, spec, instance, test_ids):
+        return "run " + " ".join(test_ids)
+
+    def parse(self, spec, log):
+        if START not in log or END not in log:
+            return {}, False
+        body = log.split(START)[1].split(END)[0]
+        return dict(re.findall(r"^(\S+) (PASSED|FAILED|ERROR|SKIPPED)$", body, re.MULTILINE)), True
+
+
+def eval_log(*pairs):
+    """An evaluation log whose test section reports `pairs` of (id, status)."""
+    return f"setup\n+ : '{START}'\n" + "".join(f"{t} {s}\n" for t, s in pairs) + f"+ : '{END}'\n"
+
+
+F2P, P2P = "tests/test_calc.py::test_add", "tests/test_calc.py::test_neg"
+
+
+def runtime(logs=None):
+    client = FakeClient(logs)
+    return DockerRuntime(client=client, harness=FakeHarness(), test_timeout=60), client
+
+
+def test_workspace_file_operations_diff_and_close():
+    rt, client = runtime()
+
+    async def go():
+        ws = await rt.open(make_instance())
+        files = await ws.list_files()
+        text = await ws.read_file("calc.py")
+        with pytest.raises(FileNotFoundError, match="no such file: nope.py"):
+            await ws.read_file("nope.py")
+        with pytest.raises(ValueError, match="outside the repository"):
+            await ws.read_file("/etc/passwd")
+        await ws.write_file("calc.py", FIXED)
+        hits = await ws.search("return", 5)
+        diff = await ws.diff()
+        await ws.close()
+        await ws.close()
+        return files, text, hits, diff
+
+    files, text, hits, diff = asyncio.run(go())
+    (container,) = client.started
+    assert container.image == "sweb.eval.x86_64.demo__calc-1:latest"
+    assert files == ["calc.py", "tests/test_calc.py"] and text == CALC
+    assert container.archives[-1] == ("/testbed", "calc.py", FIXED.encode())
+    assert ["mkdir", "-p", "/testbed"] in container.execs
+    assert hits == ["calc.py:2:    return a + b"]
+    assert ["git", "grep", "-n", "-I", "-F", "-e", "return", "--"] in container.execs
+    assert diff == file_diff("calc.py", CALC, FIXED)
+    assert container.removed == 1  # close is idempotent
+
+
+def test_run_tests_uses_the_harness_script_and_parser():
+    rt, client = runtime(
+        {"/tmp/run_tests.sh": (1, eval_log((P2P, "PASSED"), (F2P, "FAILED"), ("x::y", "PASSED")))}
+    )
+
+    async def go():
+        ws = await rt.open(make_instance())
+        try:
+            return await ws.run_tests([P2P, F2P, "tests/test_calc.py::test_missing"])
+        finally:
+            await ws.close()
+
+    assert asyncio.run(go()) == {P2P: "PASSED", F2P: "FAILED"}
+    (container,) = client.started
+    assert container.archives[-1] == (
+        "/tmp",
+        "run_tests.sh",
+        f"run {P2P} {F2P} tests/test_calc.py::test_missing".encode(),
+    )
+    assert container.execs[-1] == ["timeout", "60", "/bin/bash", "/tmp/run_tests.sh"]
+
+
+def test_grade_resolved_follows_the_harness_flow():
+    rt, client = runtime({"/eval.sh": (0, eval_log((F2P, "PASSED"), (P2P, "PASSED")))})
+    grade = asyncio.run(rt.grade(make_instance(), file_diff("calc.py", CALC, FIXED)))
+    assert grade.resolved and grade.applied and grade.tests == {F2P: "PASSED", P2P: "PASSED"}
+    assert grade.tests_status == {
+        "FAIL_TO_PASS": {"success": [F2P], "failure": []},
+        "PASS_TO_PASS": {"success": [P2P], "failure": []},
+    }
+    (container,) = client.started
+    assert container.files["calc.py"] == FIXED and container.removed == 1
+    assert [a[:2] for a in container.archives] == [("/tmp", "patch.diff"), ("/", "eval.sh")]
+    assert container.execs[-1] == ["timeout", "60", "/bin/bash", "/eval.sh"]
+
+
+def test_grade_unresolved_when_a_test_fails_or_is_missing():
+    rt, _ = runtime({"/eval.sh": (1, eval_log((F2P, "FAILED"), (P2P, "PASSED")))})
+    grade = asyncio.run(rt.grade(make_instance(), ""))  # empty patch: nothing applied
+    assert not grade.resolved and grade.applied and grade.tests_status["FAIL_TO_PASS"]["failure"] == [F2P]
+    rt, _ = runtime({"/eval.sh": (0, eval_log((F2P, "PASSED")))})
+    assert not asyncio.run(rt.grade(make_instance(), "")).resolved  # P2P test never ran
+
+
+def test_grade_tries_the_patch_fallbacks_then_gives_up():
+    rt, client = runtime({"/eval.sh": (0, eval_log((F2P, "PASSED"), (P2P, "PASSED")))})
+    original = FakeClient._run
+
+    def failing_run(self, *args, **kwargs):
+        container = original(self, *args, **kwargs)
+        container.apply_failures = 3
+        return container
+
+    client.containers.run = types.MethodType(failing_run, client)
+    grade = asyncio.run(rt.grade(make_instance(), file_diff("calc.py", CALC, FIXED)))
+    assert not grade.resolved and not grade.applied and grade.log == "error: patch failed"
+    (container,) = client.started
+    assert [c[2] for c in container.execs if c[0] == "/bin/bash"] == [
+        f"{c} /tmp/patch.diff" for c in GIT_APPLY_CMDS
+    ]
+    assert container.removed == 1
+
+
+def test_grade_when_the_tests_did_not_run_or_timed_out():
+    rt, _ = runtime({"/eval.sh": (1, "error: test patch did not apply\n")})
+    grade = asyncio.run(rt.grade(make_instance(), ""))
+    assert (
+        not grade.resolved and grade.applied and grade.log.startswith("the evaluation did not run the tests")
+    )
+    rt, _ = runtime({"/eval.sh": (124, "still running...")})
+    grade = asyncio.run(rt.grade(make_instance(), ""))
+    assert not grade.resolved and grade.log.startswith("tests timed out (60 s)")
+
+
+def test_scaffold_episode_on_the_docker_runtime():
+    rt, client = runtime({"/eval.sh": (0, eval_log((F2P, "PASSED"), (P2P, "PASSED")))})
+
+    async def go():
+        env = SweEnv(make_instance(), rt)
+        await env.reset()
+        view = await env.step("<tool>view calc.py</tool>")
+        await env.step("<tool>replace calc.py 2     return a + b</tool>")
+        final = await env.step("<tool>submit</tool>")
+        await env.close()
+        return view, final
+
+    view, final = asyncio.run(go())
+    assert view.observation == "<result>1:def add(a, b):\n2:    return a - b</result>\n"
+    assert final.reward == 1.0 and final.info["patch"] == file_diff("calc.py", CALC, FIXED)
+    assert len(client.started) == 2 and all(c.removed == 1 for c in client.started)  # episode + grading
+
+
+def test_max_containers_caps_live_containers():
+    rt, client = runtime()
+    rt.max_containers = 2
+
+    async def go():
+        first = [await rt.open(make_instance()) for _ in range(2)]
+        third = asyncio.ensure_future(rt.open(make_instance()))
+        await asyncio.sleep(0.05)
+        blocked = not third.done()
+        await first[0].close()
+        opened = await asyncio.wait_for(third, 5)
+        await first[1].close()
+        await opened.close()
+        return blocked
+
+    assert asyncio.run(go()) and len(client.started) == 3
+
+
+# ---- unavailable ------------------------------------------------------------------------------
+def test_missing_extra_message(monkeypatch):
+    monkeypatch.setitem(sys.modules, "swebench", None)  # import swebench -> ImportError
+    monkeypatch.setitem(sys.modules, "docker", None)
+    with pytest.raises(RuntimeUnavailable) as info:
+        DockerRuntime().check(make_instance())
+    assert str(info.value) == MISSING_EXTRA
+    assert "pip install -e '.[swe]'" in MISSING_EXTRA
+
+
+def test_no_daemon_message(monkeypatch):
+    class DockerException(Exception):
+        pass
+
+    def from_env(timeout):
+        assert timeout == 3  # a short ping, no retry loop
+
+        class Client:
+            def ping(self):
+                raise DockerException("Error while fetching server API version: connection refused")
+
+        return Client()
+
+    monkeypatch.setitem(sys.modules, "docker", types.SimpleNamespace(from_env=from_env))
+    with pytest.raises(RuntimeUnavailable) as info:
+        DockerRuntime(harness=FakeHarness()).check(make_instance())
+    assert str(info.value) == (
+        "--runtime docker needs a running Docker daemon: "
+        "Error while fetching server API version: connection refused"
+    )
+
+
+def test_unknown_repository_is_unavailable():
+    rt, _ = runtime()
+    with pytest.raises(RuntimeUnavailable, match="swebench has no spec for other/repo"):
+        rt.check(make_instance(repo="other/repo"))
+
+
+def test_swebench_harness_script_and_spec_lookup(tmp_path):
+    harness = object.__new__(SwebenchHarness)  # skip the swebench imports: fake their pieces
+    harness.constants = types.SimpleNamespace(
+        MAP_REPO_VERSION_TO_SPECS={
+            "demo/calc": {"1.0": {"test_cmd": "pytest -rA", "eval_commands": ["export X=1"]}}
+        },
+        START_TEST_OUTPUT=START,
+        END_TEST_OUTPUT=END,
+    )
+    harness.get_logs_eval = lambda spec, path: ({"read": open(path).read()}, True)
+    assert harness.unsupported(make_instance()) is None
+    assert harness.unsupported(make_instance(version="9")) == (
+        "swebench has no spec for demo/calc version '9' (demo__calc-1)"
+    )
+    script = harness.test_script(None, make_instance(), [F2P, "tests/test_other.py::test_x", P2P])
+    assert script == (
+        "#!/bin/bash\nset -uxo pipefail\nsource /opt/miniconda3/bin/activate\nconda activate testbed\n"
+        f"cd /testbed\nexport X=1\n: '{START}'\npytest -rA tests/test_calc.py tests/test_other.py\n: '{END}'\n"
+    )
+    assert harness.parse(None, "the log") == ({"read": "the log"}, True)
+
+
+# ---- a real instance, when a Docker daemon (and the swe extra) is there ------------------------
+@pytest.mark.docker
+def test_real_instance_gold_patch_resolves():
+    """Set BENCH_SWE_INSTANCE to a JSON file holding one official SWE-bench instance."""
+    pytest.importorskip("swebench")
+    path = os.environ.get("BENCH_SWE_INSTANCE")
+    if not path:
+        pytest.skip("set BENCH_SWE_INSTANCE=path/to/one_instance.json to run a real instance")
+    instance = SWEInstance.from_row(json.loads(open(path).read()))
+    rt = DockerRuntime()
+    rt.check(instance)
+    assert asyncio.run(rt.grade(instance, instance.patch)).resolved
+    assert not asyncio.run(rt.grade(instance, "")).resolved
