@@ -169,6 +169,7 @@ class AgentTask(Task):
     max_turns = 21  # 2 * max_vars tool calls + the final answer, for the default max_vars = 10
     stop = (TOOL_STOP,)
     pretrain_steps = 700  # batches are ~4x arith's tokens; ~3 minutes on 2 idle cores
+    episode_only_args = ("tool_latency", "tool_latency_dist", "latency_seed")
 
     def __init__(
         self,

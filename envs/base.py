@@ -124,7 +124,9 @@ class Task(ABC):
     ("local", "docker", or "none" for pure-text tasks), `max_new_tokens` (per assistant
     turn), `max_turns`, `stop` (stop strings for the rollout engine; empty means the
     end-of-sequence token ends a turn) and `pretrain_steps` (optimizer steps of the tiny
-    model's warm-start recipe on `demonstrations`, see `bench pretrain`).
+    model's warm-start recipe on `demonstrations`, see `bench pretrain`) and
+    `episode_only_args` (constructor arguments that change episodes but not demonstrations,
+    such as tool latency or the runtime: they do not select a different tiny base checkpoint).
     """
 
     name: ClassVar[str]
@@ -134,6 +136,7 @@ class Task(ABC):
     max_turns: ClassVar[int] = 1
     stop: ClassVar[tuple[str, ...]] = ()
     pretrain_steps: ClassVar[int] = 1000
+    episode_only_args: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def sample_problem(self, rng: random.Random) -> Problem:

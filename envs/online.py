@@ -250,6 +250,7 @@ class DriftTask(DriftingTask):
     max_turns = 1
     stop = ()
     pretrain_steps = ArithTask.pretrain_steps
+    episode_only_args = ("phase_every", "cycle", "eval_phase")
 
     def __init__(
         self,

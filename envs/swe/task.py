@@ -91,6 +91,7 @@ class SweTask(Task):
     max_turns = 8
     stop = (TOOL_STOP,)
     pretrain_steps = 400
+    episode_only_args = ("dataset", "runtime", "data")
 
     def __init__(
         self,
