@@ -8,7 +8,8 @@ in the same process, interleaved with ours, and their ratio:
    PyTorch update (forward, log-probs, backward, AdamW step) on the same batch.
 3. `grpo_vs_trl`: seconds per GRPO step (generation + update) of our pieces vs TRL's GRPOTrainer.
 4. `async_vs_sync`: wall time of `bench.loop.train` in sync vs async mode, same trajectories.
-5. `sandbox`: the median overhead of running a program through `envs.sandbox`.
+5. `agent_async_vs_sync`: the same on the agent task with slow tools (mean 0.3 s per call).
+6. `sandbox`: the median overhead of running a trivial test file through `envs.sandbox`.
 
 Every number here is a wall-clock time on whatever machine runs it, shared or not: compare
 ratios measured in one invocation, not absolute numbers across invocations. Tests never assert
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-SECTIONS = ("engine", "learner", "grpo_vs_trl", "async_vs_sync", "sandbox")
+SECTIONS = ("engine", "learner", "grpo_vs_trl", "async_vs_sync", "agent_async_vs_sync", "sandbox")
 JSON_VERSION = 1
 
 
@@ -248,6 +249,10 @@ def _run_section(name: str, model: Any, tokenizer: Any, args: argparse.Namespace
         from bench.perf_rl import async_vs_sync_section
 
         return async_vs_sync_section(args.repeats, args.quick)
+    if name == "agent_async_vs_sync":
+        from bench.perf_rl import agent_async_vs_sync_section
+
+        return agent_async_vs_sync_section(args.repeats, args.quick)
     from bench.perf_rl import sandbox_section
 
     return sandbox_section(args.repeats, args.quick)

@@ -298,17 +298,17 @@ class _StepTimes:
 
 
 # ---- async_vs_sync -------------------------------------------------------------------------------
-def perf_base_checkpoint() -> Path:
-    """A small pretrained arith model for the loop benchmark (150 steps), cached; rebuilt when
-    `bench.pretrain.RECIPE_VERSION` changes."""
+def perf_base_checkpoint(task: str = "arith") -> Path:
+    """A small pretrained model of `task` for the loop benchmarks (150 steps), cached; rebuilt
+    when `bench.pretrain.RECIPE_VERSION` changes."""
     import json
 
     from bench.pretrain import RECIPE_VERSION, cache_root, pretrain
 
-    path = cache_root() / "perf-base"
+    path = cache_root() / ("perf-base" if task == "arith" else f"perf-base-{task}")
     info = path / "pretrain.json"
     if not info.exists() or json.loads(info.read_text()).get("recipe_version") != RECIPE_VERSION:
-        pretrain("arith", {}, seed=0, out=path, steps=150, progress=False)
+        pretrain(task, {}, seed=0, out=path, steps=150, progress=False)
     return path
 
 
@@ -320,25 +320,46 @@ def _cpu_seconds() -> float:
     return time.process_time() + children.ru_utime + children.ru_stime
 
 
+AGENT_TOOL_LATENCY_S = 0.3
+"""Mean tool latency (exponential) of the `agent_async_vs_sync` section."""
+
+
 def async_vs_sync_section(repeats: int, quick: bool) -> dict[str, Any]:
-    """Wall time of the same number of trajectories through `bench.loop.train`, sync vs async."""
+    """Wall time of the same number of trajectories through `bench.loop.train`, sync vs async,
+    on arith (CPU-bound rollouts with heavy-tailed lengths)."""
+    return _loop_modes_section(repeats, quick, "arith", {}, steps=8, per_step=32, target=1.5)
+
+
+def agent_async_vs_sync_section(repeats: int, quick: bool) -> dict[str, Any]:
+    """The same comparison on the agent task with slow tools (exponential latency, mean
+    AGENT_TOOL_LATENCY_S per call): rollouts wait on tools, which asynchrony hides."""
+    task_args = {"tool_latency": AGENT_TOOL_LATENCY_S, "tool_latency_dist": "exponential"}
+    return _loop_modes_section(repeats, quick, "agent", task_args, steps=6, per_step=32, target=2.0)
+
+
+def _loop_modes_section(
+    repeats: int, quick: bool, task: str, task_args: dict[str, Any], steps: int, per_step: int, target: float
+) -> dict[str, Any]:
+    """Sync vs async `bench.loop.train` runs of GRPO on `task`, alternating order per repeat."""
     from bench.config import build_config
     from bench.loop import train
     from bench.rundir import RunDir
 
-    steps, per_step = (2, 16) if quick else (8, 32)
-    base = perf_base_checkpoint()
+    steps, per_step = (2, 16) if quick else (steps, per_step)
+    base = perf_base_checkpoint(task)
     runs: dict[str, list[float]] = {"sync": [], "async": []}
     cpu: dict[str, list[float]] = {"sync": [], "async": []}
     staleness: list[float] = []
     bounds: list[float] = []
+    bounds_two: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-perf-loop-") as tmp:
         for r in range(repeats):
             for mode in ("sync", "async") if r % 2 == 0 else ("async", "sync"):
                 config = build_config(
                     {
                         "algo": "grpo",
-                        "task": "arith",
+                        "task": task,
+                        "task_args": task_args,
                         "model": str(base),
                         "mode": mode,
                         "steps": steps,
@@ -356,29 +377,33 @@ def async_vs_sync_section(repeats: int, quick: bool) -> dict[str, Any]:
                 if mode == "async":
                     staleness.append(statistics.fmean(m["staleness/mean"] for m in metrics))
                 else:  # sync: waiting for rollouts vs training never overlap
+                    elapsed = metrics[-1]["time/elapsed_s"]
                     gen = sum(m["time/wait_s"] for m in metrics)
-                    bounds.append(
-                        metrics[-1]["time/elapsed_s"] / max(gen, metrics[-1]["time/elapsed_s"] - gen)
-                    )
+                    bounds.append(elapsed / max(gen, elapsed - gen))
+                    bounds_two.append(elapsed / max(gen / 2, elapsed - gen))
+    ratio = statistics.median(runs["sync"]) / statistics.median(runs["async"])
     return comparison(
         "wall_seconds",
         runs["async"],
         runs["sync"],
         peer="bench.loop.train --mode sync",
         ratio="peer / ours (sync seconds / async seconds)",
-        target=1.5,
+        target=target,
         async_mean_staleness=statistics.fmean(staleness),
         perfect_overlap_bound=statistics.median(bounds),
+        two_batches_in_flight_bound=statistics.median(bounds_two),
+        overlap_efficiency=ratio / statistics.median(bounds_two),
         cpu_utilisation={mode: statistics.median(u) for mode, u in cpu.items()},
         setup={
-            "task": "arith (heavy-tailed response lengths)",
+            "task": task,
+            "task_args": task_args,
             "algorithm": "grpo (defaults, group 8)",
             "steps": steps,
             "trajectories_per_step": per_step,
             "trajectories": steps * per_step,
             "max_staleness": 4,
             "engine_slots": 64,
-            "model": f"{base} (bench.pretrain.pretrain('arith', steps=150), cached)",
+            "model": f"{base} (bench.pretrain.pretrain({task!r}, steps=150), cached)",
         },
         notes=[
             "ours = async mode; seconds = time/elapsed_s of the last step in metrics.jsonl (from the start of "
@@ -386,6 +411,9 @@ def async_vs_sync_section(repeats: int, quick: bool) -> dict[str, Any]:
             "async_mean_staleness: mean over steps of staleness/mean (policy versions between sampling and training)",
             "perfect_overlap_bound: sync seconds / max(rollout wait, training) of the sync run, the ratio async "
             "would reach if generation and training overlapped perfectly on separate cores",
+            "two_batches_in_flight_bound: sync seconds / max(rollout wait / 2, training): the ideal when rollouts "
+            "wait on latency rather than CPU, since async keeps two batches of rollouts in flight; "
+            "overlap_efficiency = ratio / that bound",
             "cpu_utilisation: CPU seconds of the process and its engine child (all threads) / wall seconds; async needs a second free core "
             "to overlap, so an async value near 1 means the machine gave the process only one core",
             "the same seed per repeat for both modes; the order of the two alternates between repeats",

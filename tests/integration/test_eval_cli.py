@@ -79,6 +79,21 @@ def test_eval_arith_checkpoint(checkpoint, cache_dir, tmp_path):
     assert "avg@k" in res.stdout and "95% CI" in res.stdout and str(out / "arith.jsonl") in res.stdout
 
 
+def test_eval_multi_turn_benchmarks_write_episodes_and_swe_predictions(checkpoint, cache_dir, tmp_path):
+    out = tmp_path / "evals"
+    for bench_name in ("swe-mini", "agent"):
+        res = bench_eval("--model", str(checkpoint), "--bench", bench_name, "--limit", "2", "--k", "1",
+                         "--out", str(out), cache=cache_dir, cwd=tmp_path)  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        records = [json.loads(line) for line in (out / f"{bench_name}.jsonl").read_text().splitlines()]
+        assert len(records) == 2 and all(r["grader_method"] == "episode" and r["turns"] >= 1 for r in records)
+    predictions = [json.loads(line) for line in (out / "swe-mini.predictions.jsonl").read_text().splitlines()]
+    assert len(predictions) == 2 and all(p["instance_id"].startswith("swe-mini__") for p in predictions)
+    assert set(predictions[0]) == {"instance_id", "model_name_or_path", "model_patch"}
+    summary = json.loads((out / "swe-mini.summary.json").read_text())
+    assert summary["predictions_files"] == [str(out / "swe-mini.predictions.jsonl")]
+
+
 def test_eval_imo_answerbench_local_data(checkpoint, cache_dir, tmp_path):
     data = SHARED_DATA / "imobench" / "answerbench_v2.csv"
     if not data.is_file():

@@ -154,7 +154,9 @@ def test_registry():
     assert task.name == "arith" and task.max_new_tokens == 160 and task.stop == () and task.max_turns == 1
     with pytest.raises(UnknownTaskError) as err:
         get_task("arth")
-    assert str(err.value) == f"unknown task 'arth'; did you mean 'arith'? available: {', '.join(sorted(TASKS))}"
+    assert (
+        str(err.value) == f"unknown task 'arth'; did you mean 'arith'? available: {', '.join(sorted(TASKS))}"
+    )
     assert isinstance(err.value, ValueError)
     with pytest.raises(UnknownTaskError) as err:
         get_task("zzz")
