@@ -168,7 +168,7 @@ class AgentTask(Task):
     max_new_tokens = 96  # a step line + a lookup is <= 29 characters; see scripted_episode
     max_turns = 21  # 2 * max_vars tool calls + the final answer, for the default max_vars = 10
     stop = (TOOL_STOP,)
-    pretrain_steps = 700  # transcripts ~4.5x arith's tokens: 1.2 s/step on one thread (~14 min), less on 2 cores
+    pretrain_steps = 700  # transcripts ~4.5x arith's: 1.2 s/step on 1 thread (~14 min)
     episode_only_args = ("tool_latency", "tool_latency_dist", "latency_seed")
 
     def __init__(
