@@ -118,6 +118,17 @@ class Engine(ABC):
         """Release the model, caches and any worker the engine started."""
 
 
+def check_request(request: GenerationRequest) -> None:
+    """Reject a request no engine can serve (empty prompt, temperature < 0, top_p outside
+    (0, 1]); engines call it in `submit`, so a bad request fails its caller, not the engine's
+    thread or process."""
+    s = request.sampling
+    if not request.prompt_ids:
+        raise ValueError(f"request {request.request_id}: empty prompt (add the bos token)")
+    if s.temperature < 0 or not 0 < s.top_p <= 1:
+        raise ValueError(f"request {request.request_id}: need temperature >= 0 and 0 < top_p <= 1, got {s}")
+
+
 def throughput_stats(counters: Mapping[str, float]) -> dict[str, float]:
     """The shared part of every engine's `stats()`, from its counters (tokens, seconds,
     active slot-steps, steps)."""

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 import torch.multiprocessing as mp
 
-from bench.engines.base import Completion, Engine, GenerationRequest, throughput_stats
+from bench.engines.base import Completion, Engine, GenerationRequest, check_request, throughput_stats
 
 _POLL_S = 0.01  # how long step() waits for a completion before returning an empty list
 _CLOSE = "close"
@@ -116,13 +116,7 @@ class ProcessEngine(Engine):
 
     def submit(self, request: GenerationRequest) -> None:
         """Send a request to the child (checked here, so a bad one fails its caller)."""
-        s = request.sampling
-        if not request.prompt_ids:
-            raise ValueError(f"request {request.request_id}: empty prompt (add the bos token)")
-        if s.temperature < 0 or not 0 < s.top_p <= 1:
-            raise ValueError(
-                f"request {request.request_id}: need temperature >= 0 and 0 < top_p <= 1, got {s}"
-            )
+        check_request(request)
         self._in_flight += 1
         self._requests.put(request)
 

@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from bench.engines.base import Completion, Engine, GenerationRequest, throughput_stats
+from bench.engines.base import Completion, Engine, GenerationRequest, check_request, throughput_stats
 from bench.engines.llama_runner import _LlamaRunner
 from bench.models import pack
 
@@ -176,13 +176,7 @@ class TorchEngine(Engine):
     # ---- protocol -------------------------------------------------------------------------
     def submit(self, request: GenerationRequest) -> None:
         """Queue a request (validated here so a bad one fails its caller, not the engine thread)."""
-        s = request.sampling
-        if not request.prompt_ids:
-            raise ValueError(f"request {request.request_id}: empty prompt (add the bos token)")
-        if s.temperature < 0 or not 0 < s.top_p <= 1:
-            raise ValueError(
-                f"request {request.request_id}: need temperature >= 0 and 0 < top_p <= 1, got {s}"
-            )
+        check_request(request)
         with self._queue_lock:
             self._waiting.append(request)
 

@@ -298,30 +298,23 @@ class DockerRuntime(Runtime):
             raise
         return DockerWorkspace(self, instance, container, spec, release)
 
-    async def grade(self, instance: SWEInstance, patch: str) -> PatchGrade:
-        """The harness's evaluation of `patch` in a fresh container (see the module docstring)."""
-        workspace = await self.open(instance)
-        try:
-            if patch.strip():
-                applied = await workspace.apply_patch(patch)
-                if applied.returncode != 0:
-                    return PatchGrade(resolved=False, applied=False, log=applied.output)
-            harness = self.harness()
-            await workspace.put("/eval.sh", harness.eval_script(workspace.spec).encode())
-            result = await workspace.exec("/bin/bash", "/eval.sh", timeout=self.test_timeout)
-            log = result.output[-_OUTPUT_CHARS:]
-            if result.timed_out:
-                return PatchGrade(
-                    resolved=False, applied=True, log=f"tests timed out ({self.test_timeout} s)\n{log}"
-                )
-            tests, found = await asyncio.to_thread(harness.parse, workspace.spec, result.output)
-            if not found:
-                return PatchGrade(
-                    resolved=False, applied=True, log="the evaluation did not run the tests\n" + log
-                )
-            status = harness_tests_status(tests, instance.fail_to_pass, instance.pass_to_pass)
+    async def evaluate(self, workspace: DockerWorkspace, instance: SWEInstance) -> PatchGrade:
+        """The harness's evaluation (module docstring): the spec's eval script (it applies
+        `test_patch` and runs the tests), its log parser, then the resolved rule."""
+        harness = self.harness()
+        await workspace.put("/eval.sh", harness.eval_script(workspace.spec).encode())
+        result = await workspace.exec("/bin/bash", "/eval.sh", timeout=self.test_timeout)
+        log = result.output[-_OUTPUT_CHARS:]
+        if result.timed_out:
             return PatchGrade(
-                resolved=is_resolved(status), applied=True, tests=tests, tests_status=status, log=log
+                resolved=False, applied=True, log=f"tests timed out ({self.test_timeout} s)\n{log}"
             )
-        finally:
-            await workspace.close()
+        tests, found = await asyncio.to_thread(harness.parse, workspace.spec, result.output)
+        if not found:
+            return PatchGrade(
+                resolved=False, applied=True, log="the evaluation did not run the tests\n" + log
+            )
+        status = harness_tests_status(tests, instance.fail_to_pass, instance.pass_to_pass)
+        return PatchGrade(
+            resolved=is_resolved(status), applied=True, tests=tests, tests_status=status, log=log
+        )

@@ -97,21 +97,28 @@ class Runtime(ABC):
         """A fresh working copy of `instance` at its base commit."""
 
     async def grade(self, instance: SWEInstance, patch: str) -> PatchGrade:
-        """Resolved or not: fresh workspace, model `patch`, `test_patch`, FAIL_TO_PASS + PASS_TO_PASS."""
+        """Resolved or not: fresh workspace, model `patch`, then `evaluate` (test_patch and the
+        FAIL_TO_PASS + PASS_TO_PASS tests)."""
         workspace = await self.open(instance)
         try:
             if patch.strip():
                 applied = await workspace.apply_patch(patch)
                 if applied.returncode != 0:
                     return PatchGrade(resolved=False, applied=False, log=applied.output)
-            if instance.test_patch.strip():
-                result = await workspace.apply_patch(instance.test_patch)
-                if result.returncode != 0:
-                    return PatchGrade(
-                        resolved=False, applied=True, log="test patch did not apply:\n" + result.output
-                    )
-            tests = await workspace.run_tests([*instance.fail_to_pass, *instance.pass_to_pass])
-            status = harness_tests_status(tests, instance.fail_to_pass, instance.pass_to_pass)
-            return PatchGrade(resolved=is_resolved(status), applied=True, tests=tests, tests_status=status)
+            return await self.evaluate(workspace, instance)
         finally:
             await workspace.close()
+
+    async def evaluate(self, workspace: Workspace, instance: SWEInstance) -> PatchGrade:
+        """The verdict on a workspace whose model patch is applied: `test_patch`, then the
+        instance's tests through `run_tests`. Runtimes with their own evaluation (the Docker
+        harness's eval script) override this step only."""
+        if instance.test_patch.strip():
+            result = await workspace.apply_patch(instance.test_patch)
+            if result.returncode != 0:
+                return PatchGrade(
+                    resolved=False, applied=True, log="test patch did not apply:\n" + result.output
+                )
+        tests = await workspace.run_tests([*instance.fail_to_pass, *instance.pass_to_pass])
+        status = harness_tests_status(tests, instance.fail_to_pass, instance.pass_to_pass)
+        return PatchGrade(resolved=is_resolved(status), applied=True, tests=tests, tests_status=status)
