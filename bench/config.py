@@ -66,6 +66,11 @@ class RunConfig:
     top_p: float = doc("nucleus sampling threshold of rollouts", default=1.0)
     max_new_tokens: int | None = doc("tokens per assistant turn (default: the task's)", default=None)
     engine_slots: int = doc("concurrent sequences in the rollout engine (continuous batching)", default=64)
+    length_buckets: bool = doc(
+        "learner forwards run per bucket of rows of similar length (same losses and gradients, "
+        "less padding: one long episode no longer pads the whole batch); false = one padded batch",
+        default=True,
+    )
     checkpoint_every: int = doc("save a checkpoint every N steps (0 = only at the end)", default=20)
     nan_patience: int = doc("stop after this many consecutive non-finite losses (each is skipped)", default=3)
     eval_every: int = doc("evaluate every N steps, and before the first (0 = never)", default=0)

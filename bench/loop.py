@@ -293,7 +293,9 @@ def _one_step(
     trajs = [t for g in got.groups for t in g.trajectories]
     record = batch_metrics(got.groups, learner.version)
     version_before = learner.version
-    batch = build_batch(trajs, tokenizer.pad_token_id, sampling.max_new_tokens * task.max_turns)
+    batch = build_batch(
+        trajs, tokenizer.pad_token_id, sampling.max_new_tokens * task.max_turns, config.length_buckets
+    )
     record.update(learner.train_step(batch))
     if learner.version != version_before:  # other trajectories are still in flight
         engine.update_weights(learner.unwrapped_policy.state_dict(), learner.version)

@@ -6,6 +6,8 @@ in the same process, interleaved with ours, and their ratio:
 1. `engine`: TorchEngine tokens/s vs transformers `model.generate` at the same batch.
 2. `learner`: tokens/s of one GRPO policy update through `Learner.train_step`, next to a bare
    PyTorch update (forward, log-probs, backward, AdamW step) on the same batch.
+   `length_buckets`: one SAO learner step on arith-shaped (heavy-tailed) rows, forwards per
+   length bucket vs one batch padded to the longest row.
 3. `grpo_vs_trl`: seconds per GRPO step (generation + update) of our pieces vs TRL's GRPOTrainer.
 4. `async_vs_sync`: wall time of `bench.loop.train` in sync vs async mode, same trajectories.
 5. `agent_async_vs_sync`: the same on the agent task with slow tools (mean 0.3 s per call).
@@ -30,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-SECTIONS = ("engine", "learner", "grpo_vs_trl", "async_vs_sync", "agent_async_vs_sync", "sandbox")
+SECTIONS = ("engine", "learner", "length_buckets", "grpo_vs_trl", "async_vs_sync", "agent_async_vs_sync", "sandbox")
 JSON_VERSION = 1
 
 
@@ -212,7 +214,7 @@ def run_perf(args: argparse.Namespace) -> dict[str, Any]:
         },
         "machine": machine_info(),
     }
-    needs_model = {"engine", "learner", "grpo_vs_trl"} & set(names)
+    needs_model = {"engine", "learner", "length_buckets", "grpo_vs_trl"} & set(names)
     model = tokenizer = None
     if needs_model:
         model, tokenizer, result["model"] = load_bench_model(args.model)
@@ -241,6 +243,10 @@ def _run_section(name: str, model: Any, tokenizer: Any, args: argparse.Namespace
         from bench.perf_model import learner_section
 
         return learner_section(model, tokenizer, args.repeats, args.quick)
+    if name == "length_buckets":
+        from bench.perf_model import length_buckets_section
+
+        return length_buckets_section(model, tokenizer, args.repeats, args.quick)
     if name == "grpo_vs_trl":
         from bench.perf_rl import grpo_vs_trl_section
 

@@ -125,6 +125,7 @@ def learner_section(model: Any, tokenizer: Any, repeats: int, quick: bool) -> di
 
     from algorithms import registry
     from bench.rollout import Trajectory
+    from bench.models import pack
     from bench.trainer import Learner, build_batch
 
     B, T, P, G = (16, 16, 8, 8) if quick else (64, 64, 16, 8)
@@ -169,7 +170,7 @@ def learner_section(model: Any, tokenizer: Any, repeats: int, quick: bool) -> di
 
     bare = copy.deepcopy(model).train()
     opt = torch.optim.AdamW(bare.parameters(), lr=lr, weight_decay=0.0)
-    packed = batch.packed
+    packed = pack([t.prompt_ids for t in trajectories], [t.response_ids for t in trajectories], _pad_id(tokenizer))
     targets_B_T = packed.input_ids_B_L[:, packed.prompt_len :]
     mask_B_T = packed.response_mask_B_T
     adv_B = torch.tensor(rewards) - torch.tensor(rewards).mean()
@@ -214,5 +215,87 @@ def learner_section(model: Any, tokenizer: Any, repeats: int, quick: bool) -> di
             "no-grad old-policy forward, forward with entropy, backward, clip, AdamW step, metrics)",
             "the peer is the least an update must do: one forward (logits of the response window only), "
             "log-probs, a policy-gradient loss, backward, clip, AdamW step; no target, it shows the overhead",
+        ],
+    )
+
+
+def length_buckets_section(model: Any, tokenizer: Any, repeats: int, quick: bool) -> dict[str, Any]:
+    """One SAO learner step (critic values, K critic updates, policy update) on a batch with
+    arith's heavy-tailed lengths: forwards per length bucket vs one batch padded to the longest."""
+    import random
+
+    import torch
+
+    from algorithms import registry
+    from bench.rollout import Trajectory
+    from bench.trainer import Learner, build_batch
+    from envs.arith import ArithTask, worked_solution
+
+    B = 16 if quick else 64
+    task, rng = ArithTask(), random.Random(0)
+    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+    trajectories = []
+    for b in range(B):
+        problem = task.sample_problem(rng)
+        completion = worked_solution(problem.meta["operands"], problem.meta["ops"])
+        response = tokenizer.encode(completion, add_special_tokens=False)
+        trajectories.append(
+            Trajectory(
+                prompt_key=problem.key,
+                group_id=b,
+                prompt_ids=bos + tokenizer.encode(problem.prompt, add_special_tokens=False),
+                response_ids=response,
+                action_mask=[1] * len(response),
+                rollout_logp=[0.0] * len(response),
+                versions=[0] * len(response),
+                reward=float(rng.random() < 0.5),
+            )
+        )
+    T = max(len(t.response_ids) for t in trajectories)
+    sao = registry.get("sao")
+
+    def learner() -> Learner:
+        return Learner(
+            sao(sao.Config(critic_warmup_steps=0)),
+            copy.deepcopy(model).train(),
+            policy_lr=1e-5,
+            critic_lr=1e-5,
+            grad_clip=1.0,
+            minibatches=1,
+            temperature=1.0,
+            nan_patience=3,
+        )
+
+    bucketed, padded = build_batch(trajectories, _pad_id(tokenizer), T), build_batch(
+        trajectories, _pad_id(tokenizer), T, length_buckets=False
+    )
+    ours_learner, peer_learner = learner(), learner()
+    runs_ours, runs_peer = interleaved(
+        lambda: timed(lambda: ours_learner.train_step(bucketed))[0],
+        lambda: timed(lambda: peer_learner.train_step(padded))[0],
+        repeats,
+    )
+    lengths = sorted(len(t.prompt_ids) + len(t.response_ids) for t in trajectories)
+    return comparison(
+        "seconds_per_learner_step",
+        runs_ours,
+        runs_peer,
+        peer="the same Learner.train_step on one batch padded to its longest row (length_buckets=false)",
+        ratio="peer / ours (speedup)",
+        higher_is_better=True,
+        setup={
+            "algorithm": "sao (critic warmup 0, K=2 critic updates)",
+            "sequences": B,
+            "total_lengths": {"min": lengths[0], "median": lengths[len(lengths) // 2], "max": lengths[-1]},
+            "buckets": [len(rows) for rows, _ in bucketed.rows.buckets],
+            "padded_tokens": {
+                "bucketed": sum(p.input_ids_B_L.numel() for _, p in bucketed.rows.buckets),
+                "one_batch": sum(p.input_ids_B_L.numel() for _, p in padded.rows.buckets),
+            },
+            "threads": torch.get_num_threads(),
+        },
+        notes=[
+            "rows: arith problems (the task's own sampler, seed 0) with their exact worked solutions",
+            "both sides compute the same losses and gradients (tests/unit/test_length_buckets.py)",
         ],
     )

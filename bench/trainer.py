@@ -16,7 +16,7 @@ import torch
 
 from algorithms.base import Algorithm, CriticLossInputs, PolicyLossInputs, Trajectories
 from bench.errors import RunStopped
-from bench.models import PackedBatch, ValueModel, freeze_attention, pack, response_logprobs
+from bench.models import BucketedBatch, ValueModel, freeze_attention, response_logprobs
 from bench.rollout import Trajectory
 
 
@@ -28,7 +28,7 @@ class TrainingDiverged(RunStopped):
 class LearnerBatch:
     """Tensors of one batch of trajectories, in the learner's layout."""
 
-    packed: PackedBatch
+    rows: BucketedBatch  # the token rows, in length buckets (every forward goes through rows.map)
     action_mask_B_T: torch.Tensor  # [B, T] float
     rollout_logp_B_T: torch.Tensor  # [B, T]
     traj: Trajectories
@@ -38,10 +38,15 @@ def _pad(rows: list[list[float]], length: int, value: float, dtype: torch.dtype)
     return torch.tensor([r + [value] * (length - len(r)) for r in rows], dtype=dtype)
 
 
-def build_batch(trajectories: list[Trajectory], pad_id: int, max_response_tokens: int) -> LearnerBatch:
-    """Pack trajectories (groups contiguous, in order) into learner tensors."""
-    packed = pack([t.prompt_ids for t in trajectories], [t.response_ids for t in trajectories], pad_id)
-    T = packed.response_len
+def build_batch(
+    trajectories: list[Trajectory], pad_id: int, max_response_tokens: int, length_buckets: bool = True
+) -> LearnerBatch:
+    """Pack trajectories (groups contiguous, in order) into learner tensors; with
+    `length_buckets` the forwards run per bucket of similar lengths (same results, less padding)."""
+    rows = BucketedBatch.build(
+        [t.prompt_ids for t in trajectories], [t.response_ids for t in trajectories], pad_id, length_buckets
+    )
+    T = rows.response_len
     action_mask_B_T = _pad([list(map(float, t.action_mask)) for t in trajectories], T, 0.0, torch.float32)
     group_index = {
         g: i for i, g in enumerate(dict.fromkeys(t.group_id for t in trajectories))
@@ -49,28 +54,17 @@ def build_batch(trajectories: list[Trajectory], pad_id: int, max_response_tokens
     traj = Trajectories(
         rewards_B=torch.tensor([t.reward for t in trajectories], dtype=torch.float32),
         action_mask_B_T=action_mask_B_T,
-        response_mask_B_T=packed.response_mask_B_T.float(),
+        response_mask_B_T=_pad([[1.0] * len(t.response_ids) for t in trajectories], T, 0.0, torch.float32),
         group_index_B=torch.tensor([group_index[t.group_id] for t in trajectories]),
         prompt_keys=[t.prompt_key for t in trajectories],
         max_response_tokens=max_response_tokens,
         truncated_B=torch.tensor([t.truncated for t in trajectories]),
     )
     return LearnerBatch(
-        packed=packed,
+        rows=rows,
         action_mask_B_T=action_mask_B_T,
         rollout_logp_B_T=_pad([t.rollout_logp for t in trajectories], T, 0.0, torch.float32),
         traj=traj,
-    )
-
-
-def _slice_packed(p: PackedBatch, idx: torch.Tensor) -> PackedBatch:
-    return PackedBatch(
-        input_ids_B_L=p.input_ids_B_L[idx],
-        attention_mask_B_L=p.attention_mask_B_L[idx],
-        position_ids_B_L=p.position_ids_B_L[idx],
-        response_mask_B_T=p.response_mask_B_T[idx],
-        prompt_len=p.prompt_len,
-        response_len=p.response_len,
     )
 
 
@@ -126,18 +120,18 @@ class Learner:
         """The critic without wrappers, or None."""
         return None if self.critic is None else self.accelerator.unwrap_model(self.critic)
 
-    def _no_grad_logp(self, model: torch.nn.Module, packed: PackedBatch) -> torch.Tensor:
+    def _no_grad_logp(self, model: torch.nn.Module, rows: BucketedBatch) -> torch.Tensor:
         with torch.no_grad():
-            return response_logprobs(model, packed, temperature=self.temperature)[0]
+            return rows.map(lambda packed: response_logprobs(model, packed, temperature=self.temperature)[0])
 
     def train_step(self, batch: LearnerBatch) -> dict[str, float]:
         """One learner step on a batch: advantages, K critic updates, one policy update."""
-        algo, traj, packed = self.algo, batch.traj, batch.packed
+        algo, traj = self.algo, batch.traj
         metrics: dict[str, float] = {}
         old_values_B_T = None
         if algo.critic is not None:  # values are the critic's; `needs` "values" implies a critic
             with torch.no_grad():
-                old_values_B_T = self.critic(packed) * batch.action_mask_B_T  # [B, T]
+                old_values_B_T = batch.rows.map(self.critic) * batch.action_mask_B_T  # [B, T]
             traj.values_B_T = old_values_B_T
         adv = algo.advantages(traj)
         metrics.update(adv.metrics)
@@ -153,7 +147,7 @@ class Learner:
     def _critic_updates(self, batch: LearnerBatch, old_values_B_T, returns_B_T) -> dict[str, float]:
         out: dict[str, float] = {}
         for _ in range(self.algo.critic.updates_per_step):
-            values_B_T = self.critic(batch.packed)  # [B, T]
+            values_B_T = batch.rows.map(self.critic)  # [B, T]
             res = self.algo.critic_loss(
                 CriticLossInputs(values_B_T, old_values_B_T, returns_B_T, batch.action_mask_B_T)
             )
@@ -162,21 +156,21 @@ class Learner:
         return out
 
     def _policy_update(self, batch: LearnerBatch, advantages_B_T: torch.Tensor) -> dict[str, float]:
-        needs, packed = self.algo.needs, batch.packed
-        B = packed.input_ids_B_L.shape[0]
+        needs, rows = self.algo.needs, batch.rows
+        B = rows.batch_size
         chunks = torch.chunk(torch.arange(B), min(self.minibatches, B))
         # The old policy is the one before this step's first update. With a single minibatch its
         # log-probs are exactly the graded forward's, detached (as TRL does for one iteration),
         # so the extra no-grad forward is only needed when later minibatches see updated weights.
         separate_old = "old_logp" in needs and len(chunks) > 1
-        old_logp = self._no_grad_logp(self.policy, packed) if separate_old else None
-        ref_logp = self._no_grad_logp(self.ref, packed) if self.ref is not None else None
+        old_logp = self._no_grad_logp(self.policy, rows) if separate_old else None
+        ref_logp = self._no_grad_logp(self.ref, rows) if self.ref is not None else None
         sums: dict[str, float] = {}
         updated = False
         for chunk in chunks:
-            mb = _slice_packed(packed, chunk)
-            logp_B_T, entropy_B_T = response_logprobs(
-                self.policy, mb, temperature=self.temperature, with_entropy=True
+            mb = rows if len(chunks) == 1 else rows.select(chunk)
+            logp_B_T, entropy_B_T = mb.map(
+                lambda packed: response_logprobs(self.policy, packed, temperature=self.temperature, with_entropy=True)
             )
             same_step_old = logp_B_T.detach() if "old_logp" in needs else None  # [B, T]
             res = self.algo.policy_loss(

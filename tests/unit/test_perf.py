@@ -35,15 +35,19 @@ def _positive(x) -> bool:
 
 
 def test_perf_quick_engine_and_learner(tmp_path):
-    result, written = _perf("--quick", "--repeats", "1", "--only", "engine,learner", tmp_path=tmp_path)
+    result, written = _perf(
+        "--quick", "--repeats", "1", "--only", "engine,learner,length_buckets", tmp_path=tmp_path
+    )
     assert written == result
     assert result["command"] == "bench perf"
-    assert result["settings"] == {"repeats": 1, "quick": True, "only": ["engine", "learner"], "threads": 1}
+    only = ["engine", "learner", "length_buckets"]
+    assert result["settings"] == {"repeats": 1, "quick": True, "only": only, "threads": 1}
     machine = result["machine"]
     assert _positive(machine["cpu_count"]) and machine["torch_threads"] == 1 and machine["torch_version"]
     assert "new_tiny_model(0)" in result["model"]["source"] and _positive(result["model"]["parameters"])
-    assert set(result["sections"]) == {"engine", "learner"}
-    for name, metric in (("engine", "tokens_per_s"), ("learner", "response_tokens_per_s")):
+    assert set(result["sections"]) == set(only)
+    metrics = {"engine": "tokens_per_s", "learner": "response_tokens_per_s", "length_buckets": "seconds_per_learner_step"}
+    for name, metric in metrics.items():
         section = result["sections"][name]
         assert section["metric"] == metric
         for key in ("ours", "peer", "ratio", "section_seconds"):
@@ -51,6 +55,9 @@ def test_perf_quick_engine_and_learner(tmp_path):
         assert section["peer_name"] and section["ratio_definition"] and section["notes"]
         assert len(section["runs"]["ours"]) == len(section["runs"]["peer"]) == 1
         assert all(_positive(v) for v in section["runs"]["ours"] + section["runs"]["peer"])
+    buckets = result["sections"]["length_buckets"]["setup"]
+    assert sum(buckets["buckets"]) == 16 and len(buckets["buckets"]) > 1
+    assert buckets["padded_tokens"]["bucketed"] < buckets["padded_tokens"]["one_batch"]
     engine = result["sections"]["engine"]
     assert engine["target"] == ">= 1.5" and isinstance(engine["reached"], bool)
     assert engine["setup"]["prompts"] == 8 and engine["setup"]["new_tokens_per_prompt"] == 16
