@@ -32,7 +32,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-SECTIONS = ("engine", "learner", "length_buckets", "grpo_vs_trl", "async_vs_sync", "agent_async_vs_sync", "sandbox")
+SECTIONS = (
+    "engine",
+    "learner",
+    "length_buckets",
+    "grpo_vs_trl",
+    "async_vs_sync",
+    "agent_async_vs_sync",
+    "sandbox",
+)
 JSON_VERSION = 1
 
 

@@ -124,8 +124,8 @@ def learner_section(model: Any, tokenizer: Any, repeats: int, quick: bool) -> di
     import torch
 
     from algorithms import registry
-    from bench.rollout import Trajectory
     from bench.models import pack
+    from bench.rollout import Trajectory
     from bench.trainer import Learner, build_batch
 
     B, T, P, G = (16, 16, 8, 8) if quick else (64, 64, 16, 8)
@@ -170,7 +170,9 @@ def learner_section(model: Any, tokenizer: Any, repeats: int, quick: bool) -> di
 
     bare = copy.deepcopy(model).train()
     opt = torch.optim.AdamW(bare.parameters(), lr=lr, weight_decay=0.0)
-    packed = pack([t.prompt_ids for t in trajectories], [t.response_ids for t in trajectories], _pad_id(tokenizer))
+    packed = pack(
+        [t.prompt_ids for t in trajectories], [t.response_ids for t in trajectories], _pad_id(tokenizer)
+    )
     targets_B_T = packed.input_ids_B_L[:, packed.prompt_len :]
     mask_B_T = packed.response_mask_B_T
     adv_B = torch.tensor(rewards) - torch.tensor(rewards).mean()
@@ -266,8 +268,9 @@ def length_buckets_section(model: Any, tokenizer: Any, repeats: int, quick: bool
             nan_patience=3,
         )
 
-    bucketed, padded = build_batch(trajectories, _pad_id(tokenizer), T), build_batch(
-        trajectories, _pad_id(tokenizer), T, length_buckets=False
+    bucketed, padded = (
+        build_batch(trajectories, _pad_id(tokenizer), T),
+        build_batch(trajectories, _pad_id(tokenizer), T, length_buckets=False),
     )
     ours_learner, peer_learner = learner(), learner()
     runs_ours, runs_peer = interleaved(

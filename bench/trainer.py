@@ -170,7 +170,9 @@ class Learner:
         for chunk in chunks:
             mb = rows if len(chunks) == 1 else rows.select(chunk)
             logp_B_T, entropy_B_T = mb.map(
-                lambda packed: response_logprobs(self.policy, packed, temperature=self.temperature, with_entropy=True)
+                lambda packed: response_logprobs(
+                    self.policy, packed, temperature=self.temperature, with_entropy=True
+                )
             )
             same_step_old = logp_B_T.detach() if "old_logp" in needs else None  # [B, T]
             res = self.algo.policy_loss(

@@ -45,7 +45,9 @@ def test_single_minibatch_uses_the_graded_forward_as_old_policy(monkeypatch):
     learner, tokenizer = _learner(minibatches=1)
     batch = build_batch(_trajectories(tokenizer), tokenizer.pad_token_id, 6)
     with torch.no_grad():
-        expected_old = batch.rows.map(lambda packed: response_logprobs(learner.policy, packed, temperature=1.0)[0])
+        expected_old = batch.rows.map(
+            lambda packed: response_logprobs(learner.policy, packed, temperature=1.0)[0]
+        )
     seen = {}
     original = learner.algo.policy_loss
 

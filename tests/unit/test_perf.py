@@ -46,7 +46,11 @@ def test_perf_quick_engine_and_learner(tmp_path):
     assert _positive(machine["cpu_count"]) and machine["torch_threads"] == 1 and machine["torch_version"]
     assert "new_tiny_model(0)" in result["model"]["source"] and _positive(result["model"]["parameters"])
     assert set(result["sections"]) == set(only)
-    metrics = {"engine": "tokens_per_s", "learner": "response_tokens_per_s", "length_buckets": "seconds_per_learner_step"}
+    metrics = {
+        "engine": "tokens_per_s",
+        "learner": "response_tokens_per_s",
+        "length_buckets": "seconds_per_learner_step",
+    }
     for name, metric in metrics.items():
         section = result["sections"][name]
         assert section["metric"] == metric
