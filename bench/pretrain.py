@@ -68,12 +68,14 @@ def pretrain(
     seed: int = 0,
     out: Path | None = None,
     steps: int | None = None,
-    batch_size: int = 64,
+    batch_size: int | None = None,
     lr: float = 3e-3,
     n_examples: int = 40000,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Train a fresh tiny model on the task's demonstrations; save it to `out` atomically."""
+    """Train a fresh tiny model on the task's demonstrations; save it to `out` atomically.
+    `steps` and `batch_size` default to the task's recipe (`Task.pretrain_steps`,
+    `Task.pretrain_batch_size`)."""
     from bench.chat import render_transcript
     from bench.models import new_tiny_model
     from bench.seeding import seed_everything
@@ -82,6 +84,7 @@ def pretrain(
     seed_everything(seed)
     task = get_task(task_name, **task_args)
     steps = steps or task.pretrain_steps
+    batch_size = batch_size or task.pretrain_batch_size
     model, tokenizer = new_tiny_model(seed)
     rng = random.Random(seed)
     try:
@@ -194,6 +197,13 @@ def add_pretrain_arguments(p: argparse.ArgumentParser) -> None:
         help="optimizer steps (default: the task's recipe, e.g. 1000 for arith, ~2 min on 2 idle "
         "cores; a non-default value needs --out, since the cache holds the default recipe)",
     )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="transcripts per optimizer step (default: the task's recipe, 64 for arith; a non-default "
+        "value needs --out)",
+    )
     p.add_argument("--out", default=None, help="write the checkpoint here instead of the cache")
     p.add_argument("--force", action="store_true", help="rebuild even if the cached checkpoint exists")
 
@@ -203,18 +213,22 @@ def pretrain_from_cli(args: argparse.Namespace) -> int:
     from bench.errors import UsageError
     from envs.registry import get_task_class
 
-    default_steps = get_task_class(args.task).pretrain_steps
-    if args.steps is not None and args.steps < 1:
-        raise UsageError(f"--steps must be >= 1, got {args.steps}")
-    if args.steps not in (None, default_steps) and not args.out:
-        raise UsageError(
-            f"--steps other than the {args.task} recipe's {default_steps} needs --out DIR "
-            "(the cache holds the default)"
-        )
+    task_class = get_task_class(args.task)
+    recipe = {
+        "--steps": (args.steps, task_class.pretrain_steps),
+        "--batch-size": (args.batch_size, task_class.pretrain_batch_size),
+    }
+    for flag, (value, default) in recipe.items():
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be >= 1, got {value}")
+        if value not in (None, default) and not args.out:
+            raise UsageError(
+                f"{flag} other than the {args.task} recipe's {default} needs --out DIR (the cache holds the default)"
+            )
     out = Path(args.out) if args.out else base_checkpoint_path(args.task, {}, args.seed)
     if (out / "config.json").exists() and not args.force:
         print(f"base checkpoint already exists: {out} (use --force to rebuild)")
         return 0
-    info = pretrain(args.task, {}, seed=args.seed, out=out, steps=args.steps)
+    info = pretrain(args.task, {}, seed=args.seed, out=out, steps=args.steps, batch_size=args.batch_size)
     print(json.dumps({**info, "path": str(out)}, indent=2))
     return 0

@@ -128,15 +128,17 @@ class Learner:
         """One learner step on a batch: advantages, K critic updates, one policy update."""
         algo, traj = self.algo, batch.traj
         metrics: dict[str, float] = {}
-        old_values_B_T = None
+        old_values_B_T = first_values_B_T = None
         if algo.critic is not None:  # values are the critic's; `needs` "values" implies a critic
-            with torch.no_grad():
-                old_values_B_T = batch.rows.map(self.critic) * batch.action_mask_B_T  # [B, T]
+            # the first critic update's forward, kept with its graph: its detached values are the
+            # pre-update values the advantages need, so no separate no-grad value pass is run
+            first_values_B_T = batch.rows.map(self.critic)  # [B, T]
+            old_values_B_T = first_values_B_T.detach() * batch.action_mask_B_T  # [B, T]
             traj.values_B_T = old_values_B_T
         adv = algo.advantages(traj)
         metrics.update(adv.metrics)
         if algo.critic is not None:
-            metrics.update(self._critic_updates(batch, old_values_B_T, adv.returns_B_T))
+            metrics.update(self._critic_updates(batch, first_values_B_T, old_values_B_T, adv.returns_B_T))
         warmup = algo.critic is not None and self.step < algo.critic.warmup_steps
         if not warmup:
             metrics.update(self._policy_update(batch, adv.advantages_B_T))
@@ -144,10 +146,12 @@ class Learner:
         self.step += 1
         return metrics
 
-    def _critic_updates(self, batch: LearnerBatch, old_values_B_T, returns_B_T) -> dict[str, float]:
+    def _critic_updates(
+        self, batch: LearnerBatch, first_values_B_T, old_values_B_T, returns_B_T
+    ) -> dict[str, float]:
         out: dict[str, float] = {}
-        for _ in range(self.algo.critic.updates_per_step):
-            values_B_T = batch.rows.map(self.critic)  # [B, T]
+        for k in range(self.algo.critic.updates_per_step):
+            values_B_T = first_values_B_T if k == 0 else batch.rows.map(self.critic)  # [B, T]
             res = self.algo.critic_loss(
                 CriticLossInputs(values_B_T, old_values_B_T, returns_B_T, batch.action_mask_B_T)
             )

@@ -123,8 +123,9 @@ class Task(ABC):
     Class attributes: `name` (registry key), `summary` (one line), `default_runtime`
     ("local", "docker", or "none" for pure-text tasks), `max_new_tokens` (per assistant
     turn), `max_turns`, `stop` (stop strings for the rollout engine; empty means the
-    end-of-sequence token ends a turn) and `pretrain_steps` (optimizer steps of the tiny
-    model's warm-start recipe on `demonstrations`, see `bench pretrain`) and
+    end-of-sequence token ends a turn), `pretrain_steps` and `pretrain_batch_size` (optimizer
+    steps and transcripts per step of the tiny model's warm-start recipe on `demonstrations`,
+    see `bench pretrain`; long transcripts want smaller batches) and
     `episode_only_args` (constructor arguments that change episodes but not demonstrations,
     such as tool latency or the runtime: they do not select a different tiny base checkpoint).
     """
@@ -136,6 +137,7 @@ class Task(ABC):
     max_turns: ClassVar[int] = 1
     stop: ClassVar[tuple[str, ...]] = ()
     pretrain_steps: ClassVar[int] = 1000
+    pretrain_batch_size: ClassVar[int] = 64
     episode_only_args: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod

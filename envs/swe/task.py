@@ -90,7 +90,9 @@ class SweTask(Task):
     max_new_tokens = 128  # one tool call per turn; a replaced line is rarely > 100 chars
     max_turns = 8
     stop = (TOOL_STOP,)
-    pretrain_steps = 400  # transcripts ~450 tokens: ~3 s/step, ~20 min on 2 idle cores
+    pretrain_steps = 400
+    # transcripts ~460 tokens, 7x arith's: 16 per step keeps a step near arith's token count
+    pretrain_batch_size = 16
     episode_only_args = ("dataset", "runtime", "data")
 
     def __init__(

@@ -17,3 +17,30 @@ def test_episode_only_arguments_share_the_base_checkpoint(monkeypatch, tmp_path)
     assert base_checkpoint_path("drift", {"phase_every": 64}) == base_checkpoint_path("drift", {})
     assert base_checkpoint_path("arith", {"max_operands": 2}) != base_checkpoint_path("arith", {})
     assert plain.parent == tmp_path / "tiny" and plain.name.startswith("agent-")
+
+
+def test_recipe_batch_size_comes_from_the_task_and_the_cli_guards_the_cache(monkeypatch, tmp_path):
+    import argparse
+
+    import pytest
+
+    from bench import pretrain as pretrain_module
+    from bench.errors import UsageError
+    from envs.registry import get_task_class
+
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    seen = {}
+    monkeypatch.setattr(pretrain_module, "_sample_batch", lambda ex, b, size, rng: seen.setdefault("size", size) and ex[:size])
+    info = pretrain_module.pretrain("arith", {}, steps=1, progress=False)
+    assert info["batch_size"] == seen["size"] == get_task_class("arith").pretrain_batch_size
+    assert get_task_class("swe").pretrain_batch_size < get_task_class("arith").pretrain_batch_size
+
+    parser = argparse.ArgumentParser()
+    pretrain_module.add_pretrain_arguments(parser)
+    for argv, message in (
+        (["--batch-size", "8"], "--batch-size other than the arith recipe's 64 needs --out"),
+        (["--batch-size", "0"], "--batch-size must be >= 1"),
+        (["--steps", "5"], "--steps other than the arith recipe's 1000 needs --out"),
+    ):
+        with pytest.raises(UsageError, match=message):
+            pretrain_module.pretrain_from_cli(parser.parse_args(argv))
