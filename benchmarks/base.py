@@ -21,7 +21,6 @@ way the failure is one `BenchmarkDataError` line naming the benchmark, the sourc
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import hashlib
 import json
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envs import data_files
 from envs.base import Grader, Problem
 
 PROBE_TIMEOUT_S = 3.0
@@ -42,7 +42,7 @@ PROBE_TIMEOUT_S = 3.0
 DOWNLOAD_TIMEOUT_S = 60.0
 """Socket timeout for downloading a `FileSource` (per read, not in total)."""
 
-LOCAL_FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+LOCAL_FORMATS = data_files.FORMATS
 """Extensions accepted for `--data PATH` and the reader used for each."""
 
 _TRUTHY = {"1", "true", "yes", "on"}
@@ -56,44 +56,11 @@ class BenchmarkDataError(ValueError):
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a local CSV / JSON / JSONL / parquet file as dicts (reader chosen by extension).
-
-    CSV cells stay strings exactly as written (no type guessing: `042` stays `042`); a `.json`
-    file holds a list of objects (a JSON-lines file misnamed `.json` is accepted too).
-    Raises BenchmarkDataError for a missing file, an unknown extension or unreadable content.
-    """
-    p = Path(path)
-    kind = LOCAL_FORMATS.get(p.suffix.lower())
-    if kind is None:
-        raise BenchmarkDataError(
-            f"{p}: unsupported extension {p.suffix!r}; use one of {', '.join(LOCAL_FORMATS)}"
-        )
-    if not p.is_file():
-        raise BenchmarkDataError(f"{p}: no such file")
+    """Rows of a local data file (`envs.data_files.read_rows`), failing with BenchmarkDataError."""
     try:
-        if kind == "csv":
-            with p.open(newline="", encoding="utf-8") as f:
-                return [dict(row) for row in csv.DictReader(f)]
-        if kind == "parquet":
-            import pandas as pd
-
-            return pd.read_parquet(p).to_dict(orient="records")
-        text = p.read_text(encoding="utf-8")
-        if kind == "json":
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as exc:
-                if "Extra data" not in str(exc):
-                    raise
-                data = [json.loads(line) for line in text.splitlines() if line.strip()]
-            if not isinstance(data, list):
-                raise BenchmarkDataError(f"{p}: a .json data file must hold a list of objects")
-            return data
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    except BenchmarkDataError:
-        raise
-    except Exception as exc:  # parser errors of csv/json/pyarrow: report them in one line
-        raise BenchmarkDataError(f"{p}: cannot read as {kind}: {type(exc).__name__}: {exc}") from None
+        return data_files.read_rows(path)
+    except data_files.DataFileError as exc:
+        raise BenchmarkDataError(str(exc)) from None
 
 
 def file_sha256(path: str | Path) -> str:

@@ -36,6 +36,9 @@ from bench.engines.base import Completion, Engine, GenerationRequest, check_requ
 _POLL_S = 0.01  # how long step() waits for a completion before returning an empty list
 _CLOSE = "close"
 
+CHILD_THREADS = 1
+"""Intra-op threads of the engine child (the learner's process leaves it that many cores)."""
+
 
 def _shared_copy(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """A shared-memory copy of `state_dict`; tied entries (same storage) stay tied."""
@@ -59,7 +62,7 @@ def _child_main(config, tokenizer, shared, version, lock, requests, results, eng
 
         from bench.engines.torch_engine import TorchEngine
 
-        torch.set_num_threads(1)  # one core for decoding; the learner keeps the others
+        torch.set_num_threads(CHILD_THREADS)  # one core for decoding; the learner keeps the others
         model = AutoModelForCausalLM.from_config(config)
         with lock:
             model.load_state_dict(shared, strict=False)

@@ -33,15 +33,14 @@ first n held-out rows in an order shuffled by `seed` (all of them when n exceeds
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import json
 import random
 import re
 from pathlib import Path
 from typing import Any
 
 from envs.base import Env, Grader, Message, Problem, SingleTurnEnv, Task
+from envs.data_files import read_rows
 from envs.math.graders import grade_gsm8k, grade_integer, grade_symbolic, gsm8k_reference
 from envs.math.python_tool import DEFAULT_CPU_SECONDS, DEFAULT_OBSERVATION_CHARS, MathToolEnv, python_limits
 from envs.tools import TOOL_STOP
@@ -63,37 +62,6 @@ _SPLIT_SALT = "math-split-v1"
 
 
 # ----------------------------------------------------------------------------- data
-
-
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """Rows of a CSV / JSON / JSONL / parquet file as dicts (reader chosen by the extension).
-
-    A `.json` file holds a list of objects (JSON lines misnamed `.json` are accepted too).
-    Raises ValueError naming the file for a missing file, unknown extension or bad content.
-    """
-    suffix = path.suffix.lower()
-    if suffix not in (".csv", ".json", ".jsonl", ".ndjson", ".parquet"):
-        raise ValueError(f"data file {path}: use .jsonl, .json, .csv or .parquet, not {suffix!r}")
-    if not path.is_file():
-        raise ValueError(f"data file {path} not found")
-    try:
-        if suffix == ".csv":
-            with path.open(newline="", encoding="utf-8") as f:
-                return [dict(row) for row in csv.DictReader(f)]
-        if suffix == ".parquet":
-            import pandas as pd  # only for parquet files: keeps the import of this module cheap
-
-            return pd.read_parquet(path).to_dict(orient="records")
-        text = path.read_text(encoding="utf-8")
-        if suffix == ".json" and text.lstrip().startswith("["):
-            rows = json.loads(text)
-        else:
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-    except (OSError, ValueError, csv.Error) as exc:
-        raise ValueError(f"cannot read {path}: {type(exc).__name__}: {exc}") from None
-    if not all(isinstance(row, dict) for row in rows):
-        raise ValueError(f"{path} must hold one JSON object per problem")
-    return rows
 
 
 def _column(columns: list[str], names: tuple[str, ...], path: Path, what: str) -> str:
