@@ -30,7 +30,9 @@ def test_recipe_batch_size_comes_from_the_task_and_the_cli_guards_the_cache(monk
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
     seen = {}
-    monkeypatch.setattr(pretrain_module, "_sample_batch", lambda ex, b, size, rng: seen.setdefault("size", size) and ex[:size])
+    monkeypatch.setattr(
+        pretrain_module, "_sample_batch", lambda ex, b, size, rng: seen.setdefault("size", size) and ex[:size]
+    )
     info = pretrain_module.pretrain("arith", {}, steps=1, progress=False)
     assert info["batch_size"] == seen["size"] == get_task_class("arith").pretrain_batch_size
     assert get_task_class("swe").pretrain_batch_size < get_task_class("arith").pretrain_batch_size
