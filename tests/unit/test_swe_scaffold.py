@@ -9,7 +9,9 @@ import re
 import pytest
 
 from envs.swe import synthetic
+from envs.swe.code_families import FAMILIES
 from envs.swe.instance import SWEInstance
+from envs.swe.mutations import mutations
 from envs.swe.runtime import PatchGrade, Runtime
 from envs.swe.scaffold import SYSTEM_PROMPT, SweEnv, number_lines, replace_line, truncate
 from envs.swe.workspace_memory import InMemoryRuntime, InMemoryWorkspace, apply_unified_diff, file_diff
@@ -295,7 +297,7 @@ def test_in_memory_runtime_grades_by_solution_text():
 
 # ---- synthetic bugs and demonstrations ----------------------------------------------------------
 def test_mutations_hand_computed():
-    assert synthetic.mutations("    return a + b", ("a", "b")) == [
+    assert mutations("    return a + b", ("a", "b")) == [
         "    return a - b",
         "    return a * b",
         "    return b + b",
@@ -303,7 +305,7 @@ def test_mutations_hand_computed():
     ]
     # kind order: operators, constants (each 1 +-1), names (none to swap), off-by-one (drop the
     # "+ 1"; nothing to append after digits); no structure edits apply
-    assert synthetic.mutations("    for i in range(1, n + 1):", ("n",)) == [
+    assert mutations("    for i in range(1, n + 1):", ("n",)) == [
         "    for i in range(1, n - 1):",
         "    for i in range(1, n * 1):",
         "    for i in range(2, n + 1):",
@@ -312,21 +314,21 @@ def test_mutations_hand_computed():
         "    for i in range(1, n + 0):",
         "    for i in range(1, n):",
     ]
-    assert synthetic.mutations("    return xs[len(xs)]", ("xs",)) == [
+    assert mutations("    return xs[len(xs)]", ("xs",)) == [
         "    return xs[len(xs - 1)]",
         "    return xs[len(xs + 1)]",
         "    return xs[len(xs) - 1]",
         "    return xs[len(xs) + 1]",
     ]
-    assert "    return s.strip()" in synthetic.mutations("    return not s.strip()", ("s",))
-    assert "    return f(b, a)" in synthetic.mutations("    return f(a, b)", ("a", "b"))
+    assert "    return s.strip()" in mutations("    return not s.strip()", ("s",))
+    assert "    return f(b, a)" in mutations("    return f(a, b)", ("a", "b"))
 
 
 def test_mutations_never_introduce_powers():
     # "x ** x ** x" would make the in-process check compute a gigantic integer (an endless hang)
-    for family in synthetic.FAMILIES:
+    for family in FAMILIES:
         for line in family.body:
-            for mutant in synthetic.mutations(line, family.params):
+            for mutant in mutations(line, family.params):
                 assert "**" not in mutant or "**" in line, (line, mutant)
 
 
@@ -411,7 +413,7 @@ def test_synthetic_function_names_avoid_swe_mini():
     for inst in mini.load_swe_mini():
         for text in mini.repo_files(inst.instance_id).values():
             names |= set(re.findall(r"def (\w+)", text))
-    assert not names & {n for family in synthetic.FAMILIES for n in family.names}
+    assert not names & {n for family in FAMILIES for n in family.names}
 
 
 # ---- the task -----------------------------------------------------------------------------------
