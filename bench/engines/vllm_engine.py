@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from bench.engines.base import Completion, Engine, GenerationRequest, throughput_stats
+from bench.engines.base import Completion, Engine, GenerationRequest, check_request, throughput_stats
 from bench.errors import UsageError
 
 
@@ -94,8 +94,7 @@ class VLLMEngine(Engine):
 
     def submit(self, request: GenerationRequest) -> None:
         """Queue a request; it is handed to vLLM on the next `step`."""
-        if not request.prompt_ids:
-            raise ValueError(f"request {request.request_id}: empty prompt (add the bos token)")
+        check_request(request)
         self._warn_logprob_semantics(request)
         self._waiting.append(request)
 
