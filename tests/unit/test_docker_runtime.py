@@ -23,6 +23,7 @@ from envs.swe.instance import SWEInstance
 from envs.swe.runtime import RuntimeUnavailable
 from envs.swe.scaffold import SweEnv
 from envs.swe.workspace_memory import apply_unified_diff, file_diff
+from tests.swe_demo import demo_instance
 
 CALC = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
@@ -30,19 +31,7 @@ START, END = ">>>>> Start Test Output", ">>>>> End Test Output"
 
 
 def make_instance(**kw) -> SWEInstance:
-    fields = dict(
-        instance_id="demo__calc-1",
-        repo="demo/calc",
-        base_commit="b" * 40,
-        problem_statement="add(2, 3) returns -1; it should return 5.",
-        patch=file_diff("calc.py", CALC, FIXED),
-        test_patch="",
-        fail_to_pass=("tests/test_calc.py::test_add",),
-        pass_to_pass=("tests/test_calc.py::test_neg",),
-        version="1.0",
-        environment_setup_commit="b" * 40,
-    )
-    return SWEInstance(**{**fields, **kw})
+    return demo_instance(file_diff("calc.py", CALC, FIXED), **kw)
 
 
 class FakeContainer:

@@ -15,6 +15,7 @@ from envs.swe.mutations import mutations
 from envs.swe.runtime import PatchGrade, Runtime
 from envs.swe.scaffold import SYSTEM_PROMPT, SweEnv, number_lines, replace_line, truncate
 from envs.swe.workspace_memory import InMemoryRuntime, InMemoryWorkspace, apply_unified_diff, file_diff
+from tests.swe_demo import DEMO_ID, demo_instance
 
 CALC = "def add(a, b):\n    return a - b\n\n\ndef neg(x):\n    return -x\n"
 TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
@@ -22,19 +23,7 @@ FIXED = CALC.replace("a - b", "a + b")
 
 
 def make_instance(**kw) -> SWEInstance:
-    fields = dict(
-        instance_id="demo-1",
-        repo="demo/calc",
-        base_commit="0" * 40,
-        problem_statement="add(2, 3) returns -1; it should return 5.",
-        patch=file_diff("calc.py", CALC, FIXED),
-        test_patch="",
-        fail_to_pass=("tests/test_calc.py::test_add",),
-        pass_to_pass=("tests/test_calc.py::test_neg",),
-        version="0",
-        environment_setup_commit="0" * 40,
-    )
-    return SWEInstance(**{**fields, **kw})
+    return demo_instance(file_diff("calc.py", CALC, FIXED), **kw)
 
 
 class FakeRuntime(Runtime):
@@ -178,7 +167,7 @@ def test_run_tests_default_explicit_and_unsupported():
     no_p2p = SweEnv(make_instance(pass_to_pass=()), FakeRuntime())
     assert observe("<tool>run_tests</tool>", no_p2p).startswith("no tests given")
     memory = InMemoryRuntime()
-    memory.add("demo-1", {"calc.py": CALC}, {"calc.py": FIXED})
+    memory.add(DEMO_ID, {"calc.py": CALC}, {"calc.py": FIXED})
     assert observe("<tool>run_tests</tool>", SweEnv(make_instance(), memory)) == (
         "error: this workspace cannot run tests (in-memory, demonstrations only)"
     )
@@ -285,7 +274,7 @@ def test_file_diff_is_git_format_and_round_trips():
 
 def test_in_memory_runtime_grades_by_solution_text():
     runtime = InMemoryRuntime()
-    runtime.add("demo-1", {"calc.py": CALC}, {"calc.py": FIXED})
+    runtime.add(DEMO_ID, {"calc.py": CALC}, {"calc.py": FIXED})
     inst = make_instance()
     assert asyncio.run(runtime.grade(inst, file_diff("calc.py", CALC, FIXED))).resolved
     assert not asyncio.run(
