@@ -23,6 +23,7 @@ BENCHMARKS: dict[str, str] = {
     "arith": "benchmarks.embedded:arith",
     "agent": "benchmarks.embedded:agent",
     "swe-mini": "benchmarks.swe_mini:swe_mini",
+    "swe-synth": "benchmarks.swe_mini:swe_synth",
 }
 """Built-in benchmarks: name -> "module:factory" (the factory returns a `BenchmarkSpec`)."""
 

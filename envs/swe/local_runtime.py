@@ -1,8 +1,10 @@
-"""The `local` SWE runtime: temporary git working copies of swe-mini's embedded repositories.
+"""The `local` SWE runtime: temporary git working copies of swe-mini's embedded repositories
+(and of swe-synth's generated ones).
 
-`LocalRuntime.open(instance)` writes the instance's files (`envs.swe.mini.repo_files`) into a
-fresh temporary directory and commits them with a fixed identity and date, which reproduces
-`instance.base_commit` exactly (checked). Layout of one workspace:
+`LocalRuntime.open(instance)` writes the instance's files (`envs.swe.mini.repo_files`, or
+`envs.swe.synthetic.bug_for_id` for a generated id) into a fresh temporary directory and
+commits them with a fixed identity and date, which reproduces a swe-mini instance's
+`base_commit` exactly (checked). Layout of one workspace:
 
     rlbench-swe-XXXX/      0700, the harness's
         repo/              the working copy: model-editable, the sandbox's working directory
@@ -241,9 +243,9 @@ class LocalWorkspace(Workspace):
             raise RuntimeError("this workspace is closed")
         _remove_nested_git(self.root)  # git would stage them as submodules or stop
         await _git_ok(self.git_dir, self.root, "add", "-A")  # stages new files (index is in git/)
-        base = self.instance.base_commit
+        # HEAD is the only commit: the base (checked against `base_commit` for swe-mini at open)
         return await _git_ok(
-            self.git_dir, self.root, "diff", "--cached", "--no-ext-diff", "--no-textconv", "--binary", base
+            self.git_dir, self.root, "diff", "--cached", "--no-ext-diff", "--no-textconv", "--binary", "HEAD"
         )
 
     async def run_tests(self, test_ids: list[str]) -> dict[str, str]:
@@ -281,7 +283,8 @@ class LocalWorkspace(Workspace):
 
 
 class LocalRuntime(Runtime):
-    """Workspaces on this machine for swe-mini's embedded repositories (no Docker, no network)."""
+    """Workspaces on this machine for swe-mini's embedded repositories and swe-synth's
+    generated ones (no Docker, no network)."""
 
     name = "local"
 
@@ -291,13 +294,16 @@ class LocalRuntime(Runtime):
         self.per_test_seconds = per_test_seconds
 
     def check(self, instance: SWEInstance) -> None:
-        """RuntimeUnavailable unless git exists and the instance's repository is embedded."""
+        """RuntimeUnavailable unless git exists and the instance's repository is embedded
+        (swe-mini) or generated from its id (swe-synth)."""
         from envs.swe.mini import has_repo
+        from envs.swe.synthetic import is_generated_id
 
-        if not has_repo(instance.instance_id):
+        if not (has_repo(instance.instance_id) or is_generated_id(instance.instance_id)):
             raise RuntimeUnavailable(
                 f"{instance.instance_id} ({instance.repo}): the local runtime only has swe-mini's "
-                "embedded repositories; real SWE-bench instances need `--runtime docker`"
+                "embedded repositories and swe-synth's generated ones; real SWE-bench instances "
+                "need `--runtime docker`"
             )
         if shutil.which("git") is None:
             raise RuntimeUnavailable(
@@ -305,18 +311,26 @@ class LocalRuntime(Runtime):
             )
 
     async def open(self, instance: SWEInstance) -> LocalWorkspace:
-        """A fresh working copy at `instance.base_commit` (rebuilt and checked against it)."""
+        """A fresh working copy at `instance.base_commit` (rebuilt and checked against it; a
+        generated swe-synth repository has no recorded commit, its id is what pins it)."""
+        from envs.swe import synthetic
         from envs.swe.mini import repo_files
 
         self.check(instance)
+        generated = synthetic.is_generated_id(instance.instance_id)
+        files = (
+            synthetic.bug_for_id(instance.instance_id).files
+            if generated
+            else repo_files(instance.instance_id)
+        )
         tmp = Path(tempfile.mkdtemp(prefix="rlbench-swe-"))  # 0700: only the harness (and
         try:  # the sandbox, through the bind mount of its workdir) can reach inside
             root, git_dir = tmp / "repo", tmp / "git"
             root.mkdir()
-            write_files(root, repo_files(instance.instance_id))
+            write_files(root, files)
             head = await commit_base(git_dir, root)
             git_dir.chmod(stat.S_IRWXU)
-            if head != instance.base_commit:
+            if not generated and head != instance.base_commit:
                 raise RuntimeError(
                     f"{instance.instance_id}: rebuilding the repository gave commit {head}, but the "
                     f"instance says base_commit {instance.base_commit}; the embedded files and the "

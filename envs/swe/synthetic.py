@@ -19,11 +19,17 @@ workspace with a scripted agent: view the module, replace the buggy line, submit
 transcripts hold exactly the observations the env produces. Noise, for RL headroom: with
 probability `wrong_fix_rate` (default 0.2) the scripted fix is a plausible WRONG one (another
 mutation of the buggy line that still fails the tests), submitted all the same.
+
+Bugs of a named stream (`generated_id("train", i)`, `generated_id("eval0", i)`) are rebuilt
+from their id alone (`bug_for_id`): the `swe-synth` dataset of `--task swe` trains on fresh
+ones drawn from the "train" stream and evaluates on the "eval<seed>" streams, with tests run
+by the local runtime in the sandbox, like swe-mini's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import re
 from dataclasses import dataclass
@@ -35,6 +41,9 @@ from envs.swe.mutations import mutations, mutations_by_kind
 from envs.swe.scaffold import SweEnv, play
 from envs.swe.workspace_memory import InMemoryRuntime, file_diff
 from envs.tools import format_tool_call
+
+_STREAM = re.compile(r"[a-z]+[0-9]*")
+_GENERATED_ID = re.compile(r"synthetic-([a-z]+[0-9]*)-([0-9]{9})")
 
 WRONG_FIX_RATE = 0.2
 """Default share of demonstrations whose scripted fix is wrong (reward 0 if graded)."""
@@ -126,19 +135,44 @@ def _module(rng: random.Random) -> tuple[list[tuple[Family, str, tuple, tuple]],
     return funcs, lines, starts
 
 
-def make_bug(rng: random.Random, index: int = 0) -> SyntheticBug:
-    """A random synthetic instance (deterministic in `rng`); see the module docstring."""
+def make_bug(rng: random.Random, index: int = 0, instance_id: str | None = None) -> SyntheticBug:
+    """A random synthetic instance (deterministic in `rng`); see the module docstring. Its id
+    is `instance_id`, or "synthetic-<index>" (the demonstrations' numbering)."""
+    instance_id = instance_id or f"synthetic-{index:06d}"
     while True:
-        bug = _try_bug(rng, index)
+        bug = _try_bug(rng, instance_id)
         if bug is not None:
             return bug
+
+
+def generated_id(stream: str, index: int) -> str:
+    """The id of bug `index` of a named, reproducible stream ("train", "eval0", ...): the
+    repository of an instance with this id can be rebuilt from the id alone (`bug_for_id`)."""
+    if not _STREAM.fullmatch(stream) or index < 0:
+        raise ValueError(f"invalid synthetic stream {stream!r} or index {index}")
+    return f"synthetic-{stream}-{index:09d}"
+
+
+def is_generated_id(instance_id: str) -> bool:
+    """Whether `instance_id` names a bug of a reproducible stream (see `generated_id`)."""
+    return _GENERATED_ID.fullmatch(instance_id) is not None
+
+
+@functools.lru_cache(maxsize=512)  # an episode opens its bug twice (play, then grade)
+def bug_for_id(instance_id: str) -> SyntheticBug:
+    """The bug named by a `generated_id`, rebuilt deterministically from the id; this is how
+    the local runtime serves `swe-synth` repositories without storing them."""
+    match = _GENERATED_ID.fullmatch(instance_id)
+    if match is None:
+        raise KeyError(f"{instance_id!r} is not a generated synthetic instance id")
+    return make_bug(random.Random(f"swe-synth/{match[1]}/{int(match[2])}"), instance_id=instance_id)
 
 
 def _with_line(lines: list[str], line_no: int, text: str) -> str:
     return "\n".join(lines[: line_no - 1] + [text] + lines[line_no:]) + "\n"
 
 
-def _try_bug(rng: random.Random, index: int) -> SyntheticBug | None:
+def _try_bug(rng: random.Random, instance_id: str) -> SyntheticBug | None:
     """One attempt; None when the mutant is invalid or equivalent, or has no wrong-fix alternative."""
     funcs, lines, starts = _module(rng)
     target = rng.randrange(len(funcs))
@@ -174,7 +208,7 @@ def _try_bug(rng: random.Random, index: int) -> SyntheticBug | None:
     if wrong_line is None:
         return None
     return _assemble(
-        rng, index, funcs, target, (source, buggy), line_no, (fixed_line, wrong_line), issue, cases
+        rng, instance_id, funcs, target, (source, buggy), line_no, (fixed_line, wrong_line), issue, cases
     )
 
 
@@ -195,7 +229,7 @@ def _plausible_wrong(namespace: dict | None, cases: list[Case]) -> bool:
     )
 
 
-def _assemble(rng, index, funcs, target, sources, line_no, fixes, issue, cases) -> SyntheticBug:
+def _assemble(rng, instance_id, funcs, target, sources, line_no, fixes, issue, cases) -> SyntheticBug:
     """Build the repository (module + pytest file) and the SWEInstance of a drawn bug."""
     source, buggy = sources
     names = [f[1] for f in funcs]
@@ -218,7 +252,7 @@ def _assemble(rng, index, funcs, target, sources, line_no, fixes, issue, cases) 
         ]
     files = {path: buggy, test_path: "\n".join(tests) + "\n"}
     instance = SWEInstance(
-        instance_id=f"synthetic-{index:06d}",
+        instance_id=instance_id,
         repo=f"synthetic/{module}",
         base_commit="0" * 40,
         problem_statement=issue,

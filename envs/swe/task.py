@@ -1,12 +1,16 @@
 """`--task swe`: resolve a GitHub-style issue in a repository with the minimal tool scaffold.
 
 Task args (`--set task.NAME=VALUE`):
-- `dataset`: "swe-mini" (default; the embedded tiny repositories, `envs.swe.mini`) or
-  "swe-verified" (SWE-bench Verified, read from `data`, a local JSON/JSONL/parquet file in the
-  official schema; the `benchmarks` layer is where hub downloads live, envs never fetch data);
+- `dataset`: "swe-mini" (default; the embedded tiny repositories, `envs.swe.mini`),
+  "swe-synth" (an endless stream of fresh synthetic one-line bugs from the warm-start
+  generator, `envs.swe.synthetic`, each drawn once: the distribution the tiny base model was
+  warm-started on, so RL has rewards to learn from on a CPU; evaluation uses separate seeded
+  streams, benchmark `swe-synth`) or "swe-verified" (SWE-bench Verified, read from `data`,
+  a local JSON/JSONL/parquet file in the official schema; the `benchmarks` layer is where
+  hub downloads live, envs never fetch data);
 - `runtime`: "local" (temporary git working copy, tests in `envs.sandbox`) or "docker" (the
-  official per-instance SWE-bench images); default: "local" for swe-mini, "docker" for
-  swe-verified (whose repositories only run in their images);
+  official per-instance SWE-bench images); default: "local" for swe-mini and swe-synth,
+  "docker" for swe-verified (whose repositories only run in their images);
 - `data`: path of the instances file (required for swe-verified);
 - `max_tool_calls`, `max_observation_chars`: see `envs.swe.scaffold.SweEnv`;
 - `wrong_fix_rate`: share of deliberately wrong fixes in the warm-start demonstrations.
@@ -28,7 +32,9 @@ from envs.swe.runtime import Runtime, RuntimeUnavailable
 from envs.swe.scaffold import SweEnv
 from envs.tools import TOOL_STOP
 
-DATASETS = ("swe-mini", "swe-verified")
+DATASETS = ("swe-mini", "swe-synth", "swe-verified")
+SYNTH_TRAIN_STREAM_SIZE = 10**9
+"""swe-synth training bugs are drawn uniformly from this many indices of the "train" stream."""
 RUNTIMES = ("local", "docker")
 
 
@@ -107,11 +113,15 @@ class SweTask(Task):
         """See the module docstring; invalid values raise ValueError naming the field."""
         if dataset not in DATASETS:
             raise ValueError(f"dataset: invalid value {dataset!r}; valid choices: {', '.join(DATASETS)}")
-        runtime = runtime or ("local" if dataset == "swe-mini" else "docker")
+        runtime = runtime or ("docker" if dataset == "swe-verified" else "local")
         if runtime not in RUNTIMES:
             raise ValueError(f"runtime: invalid value {runtime!r}; valid choices: {', '.join(RUNTIMES)}")
         if dataset == "swe-verified" and runtime == "local":
-            raise ValueError("runtime: 'local' runs only swe-mini; swe-verified needs runtime=docker")
+            raise ValueError(
+                "runtime: 'local' runs only swe-mini and swe-synth; swe-verified needs runtime=docker"
+            )
+        if dataset == "swe-synth" and runtime != "local":
+            raise ValueError("runtime: swe-synth's generated repositories exist only in runtime=local")
         if int(max_tool_calls) < 1 or int(max_observation_chars) < 1:
             raise ValueError("max_tool_calls and max_observation_chars must be >= 1")
         if not 0.0 <= float(wrong_fix_rate) <= 1.0:
@@ -121,7 +131,9 @@ class SweTask(Task):
         self.wrong_fix_rate = float(wrong_fix_rate)
         self.instances = self._load(dataset, data)
         self.by_id = {inst.instance_id: inst for inst in self.instances}
-        self.runtime = checked_runtime(runtime, self.instances)
+        # swe-synth has no fixed list: one generated instance stands for the stream in the check
+        checked = self.instances or [synthetic.bug_for_id(synthetic.generated_id("eval0", 0)).instance]
+        self.runtime = checked_runtime(runtime, checked)
 
     @classmethod
     def for_problems(cls, problems: list[Problem], runtime: str) -> SweTask:
@@ -141,6 +153,11 @@ class SweTask(Task):
 
     @staticmethod
     def _load(dataset: str, data: str | None) -> list[SWEInstance]:
+        """The fixed instance list of a dataset ([] for swe-synth, which is generated)."""
+        if dataset == "swe-synth":
+            if data is not None:
+                raise ValueError("data: only for dataset=swe-verified (swe-synth is generated)")
+            return []
         if dataset == "swe-mini":
             if data is not None:
                 raise ValueError("data: only for dataset=swe-verified (swe-mini is embedded)")
@@ -160,11 +177,18 @@ class SweTask(Task):
         )
 
     def sample_problem(self, rng: random.Random) -> Problem:
-        """A uniformly drawn instance."""
+        """A uniformly drawn instance; for swe-synth a fresh bug of the "train" stream."""
+        if self.dataset == "swe-synth":
+            index = rng.randrange(SYNTH_TRAIN_STREAM_SIZE)
+            return self._problem(synthetic.bug_for_id(synthetic.generated_id("train", index)).instance)
         return self._problem(self.instances[rng.randrange(len(self.instances))])
 
     def eval_problems(self, n: int, seed: int = 0) -> list[Problem]:
-        """The first `n` instances (all when n exceeds them) of a permutation seeded by "swe-eval-<seed>"."""
+        """The first `n` instances (all when n exceeds them) of a permutation seeded by
+        "swe-eval-<seed>"; for swe-synth the first `n` bugs of the "eval<seed>" stream."""
+        if self.dataset == "swe-synth":
+            ids = (synthetic.generated_id(f"eval{seed}", i) for i in range(n))
+            return [self._problem(synthetic.bug_for_id(iid).instance) for iid in ids]
         order = list(self.instances)
         random.Random(f"swe-eval-{seed}").shuffle(order)
         return [self._problem(inst) for inst in order[:n]]

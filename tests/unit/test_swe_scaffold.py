@@ -411,7 +411,7 @@ def test_task_rejects_bad_arguments(tmp_path):
     from envs.swe.task import SweTask
 
     with pytest.raises(
-        ValueError, match="dataset: invalid value 'swe-big'; valid choices: swe-mini, swe-verified"
+        ValueError, match="dataset: invalid value 'swe-big'; valid choices: swe-mini, swe-synth, swe-verified"
     ):
         SweTask(dataset="swe-big")
     with pytest.raises(ValueError, match="runtime: invalid value 'k8s'; valid choices: local, docker"):

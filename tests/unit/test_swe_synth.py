@@ -1,0 +1,112 @@
+"""Tests for the `swe-synth` dataset of `--task swe`: generated bugs rebuilt from their ids,
+served by the local runtime (tests in the sandbox, SWE-bench grading), fresh training bugs,
+held-out evaluation streams, and the `swe-synth` benchmark."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from benchmarks.registry import get_benchmark
+from envs.swe import synthetic
+from envs.swe.local_runtime import LocalRuntime
+from envs.swe.task import SweTask
+
+
+def test_generated_ids_rebuild_the_same_bug():
+    iid = synthetic.generated_id("eval0", 7)
+    assert iid == "synthetic-eval0-000000007" and synthetic.is_generated_id(iid)
+    bug = synthetic.bug_for_id(iid)
+    synthetic.bug_for_id.cache_clear()  # rebuilt from scratch, not served from the cache
+    again = synthetic.bug_for_id(iid)
+    assert bug is not again and bug == again and bug.instance.instance_id == iid
+    assert synthetic.bug_for_id(synthetic.generated_id("eval0", 8)).files != bug.files
+    assert synthetic.bug_for_id(synthetic.generated_id("eval1", 7)).files != bug.files
+
+
+@pytest.mark.parametrize(
+    "bad", ["synthetic-000007", "synthetic-eval0-7", "swe-mini__clamp-1", "synthetic-EVAL-000000001"]
+)
+def test_other_ids_are_not_generated(bad):
+    assert not synthetic.is_generated_id(bad)
+    with pytest.raises(KeyError, match="not a generated synthetic instance id"):
+        synthetic.bug_for_id(bad)
+
+
+@pytest.mark.parametrize("stream, index", [("Eval", 0), ("eval-0", 0), ("eval0", -1)])
+def test_invalid_streams_refused(stream, index):
+    with pytest.raises(ValueError, match="invalid synthetic stream"):
+        synthetic.generated_id(stream, index)
+
+
+def test_local_runtime_grades_generated_bugs_with_their_tests():
+    runtime = LocalRuntime()
+    bugs = [synthetic.bug_for_id(synthetic.generated_id("eval0", i)) for i in range(3)]
+
+    async def grade_all():
+        return await asyncio.gather(
+            *(runtime.grade(b.instance, p) for b in bugs for p in (b.instance.patch, ""))
+        )
+
+    grades = iter(asyncio.run(grade_all()))
+    for bug in bugs:
+        runtime.check(bug.instance)
+        gold, empty = next(grades), next(grades)
+        assert gold.resolved and gold.applied, (bug.instance.instance_id, gold.tests, gold.log)
+        assert not empty.resolved
+        assert empty.tests[bug.instance.fail_to_pass[0]] == "FAILED"
+
+
+def test_workspace_diff_of_a_generated_bug_is_its_gold_patch():
+    bug = synthetic.bug_for_id(synthetic.generated_id("eval0", 1))
+
+    async def body():
+        ws = await LocalRuntime().open(bug.instance)
+        try:
+            assert await ws.diff() == ""
+            await ws.write_file(bug.path, bug.fixed_source)
+            return await ws.diff()
+        finally:
+            await ws.close()
+
+    diff = asyncio.run(body())
+    assert diff.splitlines()[-2:] == bug.instance.patch.splitlines()[-2:]
+    assert f"+{bug.fixed_line}" in diff.splitlines()
+
+
+def test_task_trains_on_fresh_bugs_and_evaluates_on_a_separate_stream():
+    task = SweTask(dataset="swe-synth")
+    assert task.runtime_name == "local" and task.instances == []
+    rng = random.Random(0)
+    train = [task.sample_problem(rng) for _ in range(5)]
+    assert len({p.key for p in train}) == 5
+    assert all(p.key.startswith("synthetic-train-") for p in train)
+    held_out = task.eval_problems(4, seed=0)
+    assert [p.key for p in held_out] == [synthetic.generated_id("eval0", i) for i in range(4)]
+    assert [p.key for p in task.eval_problems(2, seed=1)] == [
+        synthetic.generated_id("eval1", i) for i in range(2)
+    ]
+    env = task.make_env(held_out[0])
+    assert env.instance.instance_id == held_out[0].key
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ({"runtime": "docker"}, "swe-synth's generated repositories exist only in runtime=local"),
+        ({"data": "x.jsonl"}, "data: only for dataset=swe-verified"),
+    ],
+)
+def test_invalid_combinations_name_the_field(args, message):
+    with pytest.raises(ValueError, match=message):
+        SweTask(dataset="swe-synth", **args)
+
+
+def test_benchmark_is_the_held_out_stream():
+    spec = get_benchmark("swe-synth")
+    problems = spec.load()
+    assert len(problems) == 100
+    assert problems[0].key == synthetic.generated_id("eval0", 0)
+    assert problems[0].prompt == synthetic.bug_for_id(problems[0].key).instance.problem_statement
