@@ -131,7 +131,13 @@ def _check_options(args: argparse.Namespace, n_bench: int) -> None:
             raise UsageError("the vllm engine needs vLLM, which is not installed: pip install -e .[gpu]")
 
 
-TINY_TASK_OF_BENCHMARK = {"arith": "arith", "agent": "agent", "swe-mini": "swe"}
+TINY_TASK_OF_BENCHMARK = {
+    "arith": "arith",
+    "agent": "agent",
+    "swe-mini": "swe",
+    "swe-synth": "swe",
+    "swe-verified": "swe",
+}
 """Which task's tiny base checkpoint `--model tiny` means for an embedded benchmark (else arith)."""
 
 
