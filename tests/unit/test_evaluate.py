@@ -180,3 +180,13 @@ def test_bad_settings_are_user_errors(tiny):
         )
     with pytest.raises(ValueError, match="unknown sampling"):
         evaluate(model, tokenizer, get_benchmark("arith"), k=1, limit=1, sampling={"topp": 1}, progress=False)
+
+
+def test_model_tiny_means_the_base_checkpoint_of_the_benchmarks_task():
+    from bench.errors import UsageError
+    from bench.eval_cli import tiny_task
+
+    assert tiny_task(["swe-mini"]) == tiny_task(["swe-synth"]) == tiny_task(["swe-verified"]) == "swe"
+    assert tiny_task(["agent"]) == "agent" and tiny_task(["arith", "gsm8k"]) == "arith"
+    with pytest.raises(UsageError, match="evaluate them one at a time"):
+        tiny_task(["arith", "swe-synth"])
