@@ -34,13 +34,18 @@ def cache_root() -> Path:
 
 
 def base_checkpoint_path(task: str, task_args: dict[str, Any] | None = None, seed: int = 0) -> Path:
-    """The cache path of a task's tiny base checkpoint (arguments that only change episodes,
-    `Task.episode_only_args`, do not change it)."""
+    """The cache path of a task's tiny base checkpoint. The key holds the task's own recipe
+    (`pretrain_steps`, `pretrain_batch_size`), so changing a task's recipe makes a new base;
+    arguments that only change episodes (`Task.episode_only_args`) do not."""
     from envs.registry import get_task_class
 
-    skip = set(get_task_class(task).episode_only_args)
+    cls = get_task_class(task)
+    skip = set(cls.episode_only_args)
     args = {k: v for k, v in (task_args or {}).items() if k not in skip}
-    key = json.dumps({"task": task, "args": args, "seed": seed, "v": RECIPE_VERSION}, sort_keys=True)
+    recipe = {"steps": cls.pretrain_steps, "batch_size": cls.pretrain_batch_size}
+    key = json.dumps(
+        {"task": task, "args": args, "seed": seed, "v": RECIPE_VERSION, "recipe": recipe}, sort_keys=True
+    )
     digest = hashlib.sha256(key.encode()).hexdigest()[:10]
     return cache_root() / "tiny" / f"{task}-v{RECIPE_VERSION}-s{seed}-{digest}"
 

@@ -46,3 +46,12 @@ def test_recipe_batch_size_comes_from_the_task_and_the_cli_guards_the_cache(monk
     ):
         with pytest.raises(UsageError, match=message):
             pretrain_module.pretrain_from_cli(parser.parse_args(argv))
+
+
+def test_a_task_recipe_change_selects_a_new_base_checkpoint(monkeypatch, tmp_path):
+    from envs.registry import get_task_class
+
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    before = base_checkpoint_path("swe", {})
+    monkeypatch.setattr(get_task_class("swe"), "pretrain_steps", get_task_class("swe").pretrain_steps + 1)
+    assert base_checkpoint_path("swe", {}) != before
