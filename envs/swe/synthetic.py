@@ -43,7 +43,7 @@ from envs.swe.workspace_memory import InMemoryRuntime, file_diff
 from envs.tools import format_tool_call
 
 _STREAM = re.compile(r"[a-z]+[0-9]*")
-_GENERATED_ID = re.compile(r"synthetic-([a-z]+[0-9]*)-([0-9]{9})")
+_GENERATED_ID = re.compile(rf"synthetic-({_STREAM.pattern})-([0-9]{{9}})")
 
 WRONG_FIX_RATE = 0.2
 """Default share of demonstrations whose scripted fix is wrong (reward 0 if graded)."""
