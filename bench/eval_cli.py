@@ -228,6 +228,9 @@ def _print_results(summaries: list[dict[str, Any]], paths: list[tuple[Path, Path
         "scores in %; 95% CI: normal approximation over per-problem pass@1 (bootstrap CI in the summary file)"
     )
     for s in summaries:
+        if s.get("breakdown"):
+            _print_breakdown(s)
+    for s in summaries:
         if s["n_string_fallback"]:
             print(
                 f"{s['benchmark']}: {s['n_string_fallback']} of {s['n_samples']} samples graded by the string fallback"
@@ -235,6 +238,20 @@ def _print_results(summaries: list[dict[str, Any]], paths: list[tuple[Path, Path
     for records_path, summary_path in paths:
         print(f"wrote {records_path}")
         print(f"wrote {summary_path}")
+
+
+def _print_breakdown(summary: dict[str, Any]) -> None:
+    """avg@k of one benchmark per value of its breakdown key (scores in %)."""
+    from bench.tables import print_table
+
+    key = summary["breakdown"]["key"]
+    rows = [
+        {key: value, "n": str(g["n_problems"]), "avg@k": _pct(g["avg_at_k"]),
+         "95% CI": f"[{_pct(g['ci95'][0])}, {_pct(g['ci95'][1])}]"}
+        for value, g in summary["breakdown"]["groups"].items()
+    ]  # fmt: skip
+    print(f"\n{summary['benchmark']} by {key}:")
+    print_table(rows, [key, "n", "avg@k", "95% CI"])
 
 
 def eval_from_cli(args: argparse.Namespace) -> int:

@@ -184,7 +184,7 @@ def evaluate(
         records.append(_grade(spec, problems[i], j, request, tokenizer, *outputs[request.request_id]))
     engine_name = engine if isinstance(engine, str) else type(engine).__name__
     provenance = _provenance(spec, problems, data_path, params, k, limit, engine_name, seed, model, model_id)
-    summary = summarize(records, spec, k, provenance, seed=seed, wall_seconds=wall)
+    summary = summarize(records, spec, k, provenance, seed=seed, wall_seconds=wall, problems=problems)
     return EvalResult(records=records, summary=summary, problems=problems)
 
 
@@ -204,7 +204,7 @@ def _evaluate_episodes(
     params = SamplingParams(params.temperature, params.top_p, params.max_new_tokens, tuple(task.stop))
     provenance = _provenance(spec, problems, data_path, params, k, limit, engine_name, seed, model, model_id)
     provenance["episode_task"] = {"name": task.name, "max_turns": task.max_turns}
-    summary = summarize(records, spec, k, provenance, seed=seed, wall_seconds=wall)
+    summary = summarize(records, spec, k, provenance, seed=seed, wall_seconds=wall, problems=problems)
     return EvalResult(records=records, summary=summary, problems=list(problems))
 
 
@@ -356,8 +356,10 @@ def summarize(
     provenance: Mapping[str, Any],
     seed: int = 0,
     wall_seconds: float | None = None,
+    problems: Sequence[Problem] = (),
 ) -> dict[str, Any]:
-    """The summary of an eval from its records (every problem must have exactly `k` samples)."""
+    """The summary of an eval from its records (every problem must have exactly `k` samples);
+    with `spec.breakdown` set, `problems` supply the meta values avg@k is split by."""
     by_problem: dict[str, list[bool]] = {}
     for r in records:
         by_problem.setdefault(r["problem_id"], []).append(bool(r["correct"]))
@@ -391,12 +393,37 @@ def summarize(
         "mean_tokens": sum(tokens) / len(tokens),
         "total_tokens": sum(tokens),
         "wall_seconds": wall_seconds,
+        **({"breakdown": breakdown(by_problem, spec.breakdown, problems)} if spec.breakdown else {}),
         "provenance": dict(provenance),
     }
 
 
+def breakdown(by_problem: Mapping[str, list[bool]], key: str, problems: Sequence[Problem]) -> dict[str, Any]:
+    """avg@k, its 95% CI and the number of problems per value of `problem.meta[key]` (values
+    in ascending order; problems without the key are grouped under "none"), so a score can be
+    read per difficulty or category: where a model improves, not only by how much."""
+    value_of = {p.key: p.meta.get(key) for p in problems}
+    groups: dict[Any, list[list[bool]]] = {}
+    for problem_id, correct in by_problem.items():
+        groups.setdefault(value_of.get(problem_id), []).append(correct)
+
+    def order(value: Any) -> tuple[int, Any]:
+        return (0, value) if isinstance(value, int | float) else (1, str(value))
+
+    out = {}
+    for value in sorted(groups, key=order):
+        normal = stats.mean_stderr_ci(stats.per_problem_pass1(groups[value]))
+        out["none" if value is None else str(value)] = {
+            "n_problems": len(groups[value]),
+            "avg_at_k": stats.avg_at_k(groups[value]),
+            "ci95": [_finite(normal["ci_low"]), _finite(normal["ci_high"])],
+        }
+    return {"key": key, "groups": out}
+
+
 def eval_metrics(summary: Mapping[str, Any]) -> dict[str, float | None]:
-    """Flat metrics of a summary under the `eval/<benchmark>/` namespace (for metrics.jsonl)."""
+    """Flat metrics of a summary under the `eval/<benchmark>/` namespace (for metrics.jsonl),
+    with avg@k per breakdown value as `eval/<benchmark>/<key>=<value>/avg_at_k`."""
     ns = f"eval/{summary['benchmark']}/"
     k = summary["k"]
     return {
@@ -406,6 +433,10 @@ def eval_metrics(summary: Mapping[str, Any]) -> dict[str, float | None]:
         ns + "ci95_low": summary["ci95"][0],
         ns + "ci95_high": summary["ci95"][1],
         ns + "mean_tokens": summary["mean_tokens"],
+        **{
+            f"{ns}{summary['breakdown']['key']}={value}/avg_at_k": group["avg_at_k"]
+            for value, group in summary.get("breakdown", {}).get("groups", {}).items()
+        },
     }
 
 

@@ -284,6 +284,9 @@ class BenchmarkSpec:
     columns: tuple[str, ...]
     parse_row: Callable[[int, dict[str, Any]], Problem] = field(repr=False)
     episode_task: Callable[[Sequence[Problem]], Any] | None = field(default=None, repr=False)
+    breakdown: str | None = None
+    """A `Problem.meta` key (e.g. a difficulty such as the number of operands, or a category):
+    the summary then also reports avg@k per value of it (`summary["breakdown"]`)."""
 
     def __post_init__(self):
         """Catch spec typos at import time rather than at eval time."""

@@ -49,9 +49,11 @@ def task_benchmark(
     grader: Grader | None,
     sampling: SamplingDefaults,
     episode: bool = False,
+    breakdown: str | None = None,
 ) -> BenchmarkSpec:
     """A benchmark of `n` held-out problems of the `envs` task `task_name` (seed `seed`);
-    `episode=True` plays each sample as an episode of the task (multi-turn tasks)."""
+    `episode=True` plays each sample as an episode of the task (multi-turn tasks); `breakdown`:
+    the `Problem.meta` key the summary splits avg@k by (`BenchmarkSpec.breakdown`)."""
     return BenchmarkSpec(
         name=name or task_name,
         version=version,
@@ -67,6 +69,7 @@ def task_benchmark(
         columns=("problem", "answer"),
         parse_row=_task_row,
         episode_task=_task_factory(task_name) if episode else None,
+        breakdown=breakdown,
     )
 
 
@@ -93,6 +96,7 @@ def arith() -> BenchmarkSpec:
         description=f"arith task held-out set: {ARITH_N} single-digit +/- chains (seed 0), integer answers",
         grader=grade_integer,
         sampling=SamplingDefaults(temperature=1.0, top_p=1.0, max_new_tokens=ArithTask.max_new_tokens, k=4),
+        breakdown="n_operands",
     )
 
 
@@ -114,4 +118,5 @@ def agent() -> BenchmarkSpec:
         grader=None,
         sampling=SamplingDefaults(temperature=1.0, top_p=1.0, max_new_tokens=AgentTask.max_new_tokens, k=4),
         episode=True,
+        breakdown="n_vars",
     )

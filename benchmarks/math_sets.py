@@ -73,6 +73,7 @@ def imo_answerbench() -> BenchmarkSpec:
         sampling=_MATH_SAMPLING,
         columns=IMO_COLUMNS,
         parse_row=_imo_row,
+        breakdown="category",
     )
 
 

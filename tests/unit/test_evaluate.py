@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import zlib
 
 import pytest
 
-from bench.evaluate import eval_metrics, evaluate, write_eval
+from bench.eval_cli import _print_results
+from bench.evaluate import eval_metrics, evaluate, summarize, write_eval
 from bench.models import new_tiny_model
 from benchmarks import stats
 from benchmarks.base import BenchmarkSpec, BuiltinSource, SamplingDefaults
@@ -190,3 +192,37 @@ def test_model_tiny_means_the_base_checkpoint_of_the_benchmarks_task():
     assert tiny_task(["agent"]) == "agent" and tiny_task(["arith", "gsm8k"]) == "arith"
     with pytest.raises(UsageError, match="evaluate them one at a time"):
         tiny_task(["arith", "swe-synth"])
+
+
+def test_breakdown_splits_avg_at_k_by_a_meta_key(arith_result, capsys):
+    # hand-computed: level 1 -> p0 (2/2) and p1 (0/2) = 0.5; level 2 -> p2 (1/2) = 0.5; p3 has no level
+    spec = dataclasses.replace(_fake_spec(), breakdown="level")
+    problems = [
+        Problem(f"p{i}", "", "", meta={"level": lvl} if lvl else {}) for i, lvl in enumerate([1, 1, 2, 0])
+    ]
+    verdicts = {"p0": [1, 1], "p1": [0, 0], "p2": [1, 0], "p3": [0, 1]}
+    records = [
+        {
+            "problem_id": pid,
+            "correct": bool(c),
+            "grader_method": "integer",
+            "finish_reason": "eos",
+            "tokens": 3,
+        }
+        for pid, cs in verdicts.items()
+        for c in cs
+    ]
+    summary = summarize(records, spec, 2, {}, problems=problems)
+    groups = summary["breakdown"]["groups"]
+    assert summary["breakdown"]["key"] == "level" and list(groups) == ["1", "2", "none"]
+    assert [(g["n_problems"], g["avg_at_k"]) for g in groups.values()] == [(2, 0.5), (1, 0.5), (1, 0.5)]
+    assert groups["1"]["ci95"][0] < 0.5 < groups["1"]["ci95"][1]
+    assert eval_metrics(summary)["eval/fake/level=2/avg_at_k"] == 0.5
+
+    # the arith benchmark splits by chain length; the groups cover every problem
+    arith = arith_result.summary["breakdown"]
+    assert arith["key"] == "n_operands"
+    assert sum(g["n_problems"] for g in arith["groups"].values()) == 5
+    assert [int(v) for v in arith["groups"]] == sorted(int(v) for v in arith["groups"])
+    _print_results([arith_result.summary], [])
+    assert "arith by n_operands:" in capsys.readouterr().out
