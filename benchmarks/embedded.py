@@ -113,7 +113,7 @@ def agent() -> BenchmarkSpec:
         "agent",
         n=AGENT_N,
         seed=0,
-        version=1,
+        version=2,  # 2: a right answer counts only if every variable was looked up
         description=f"agent task held-out set: {AGENT_N} tool-lookup arithmetic episodes (seed 0)",
         grader=None,
         sampling=SamplingDefaults(temperature=1.0, top_p=1.0, max_new_tokens=AgentTask.max_new_tokens, k=4),

@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 from bench.chat import render_transcript
+from bench.pretrain import base_checkpoint_path
 from bench.tokenizer import MODEL_MAX_LENGTH, build_tiny_tokenizer
 from envs.agent import AgentEnv, AgentTask, parse_prompt, sample_latency, scripted_episode
 from envs.base import Problem
@@ -87,10 +88,23 @@ def test_unknown_variable_and_malformed_calls_are_observations():
     assert obs[3] == "<result>error: unknown tool 'set'; available: get</result>\n"
     assert obs[4].startswith("<result>error: tool call not closed")
     end = results[-1]
-    assert end.reward == 1.0  # a lucky answer still counts: the reward is outcome-only
+    assert end.reward == 0.0 and end.info["answer_correct"]  # right, but guessed: no variable read
     assert end.info["metrics"]["tool/calls"] == 4.0  # the unclosed one is not a call
     assert end.info["metrics"]["tool/errors"] == 5.0
     assert end.info["metrics"]["tool/unread_vars"] == 3.0
+
+
+def test_a_right_answer_counts_only_when_every_variable_was_looked_up():
+    actions = ["<tool>get a</tool>", "<tool>get c</tool>", "7+3=10\nAnswer: 5"]  # b (5) never read
+    _, results = play(AgentEnv(problem(), 6), actions)
+    end = results[-1]
+    assert (end.reward, end.info["correct"], end.info["answer_correct"]) == (0.0, False, True)
+    assert end.info["metrics"]["tool/unread_vars"] == 1.0
+    _, results = play(AgentEnv(problem(), 6, require_lookups=False), actions)  # outcome only
+    assert results[-1].reward == 1.0 and results[-1].info["correct"]
+    # the task argument reaches its envs and, changing episodes only, keeps the base checkpoint
+    assert not AgentTask(require_lookups=False).make_env(problem()).require_lookups
+    assert base_checkpoint_path("agent", {"require_lookups": False}) == base_checkpoint_path("agent", {})
 
 
 def test_too_many_calls_end_the_episode_with_reward_0():
