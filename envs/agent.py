@@ -79,8 +79,8 @@ class AgentEnv(ToolEnv):
     built on guessed values counts as a solution; those were 19% of the tiny base model's
     successes on the held-out set, and GRPO's group normalisation, which gives a rare success
     in a hard group a large advantage, raised them to 35% while the success rate fell.
-    `info["answer_correct"]` is the grader's verdict alone. The final `info["metrics"]` holds `tool/calls`, `tool/errors` (unknown variables, malformed
-    calls, unknown tools), `tool/unread_vars` (variables never looked up) and `tool/latency_s`
+    `info["answer_correct"]` is the grader's verdict alone. The final `info["metrics"]` holds
+    `tool/calls`, `tool/errors` (unknown variables, malformed calls, unknown tools), `tool/unread_vars` (variables never looked up) and `tool/latency_s`
     (seconds spent waiting on tools).
     """
 
@@ -126,12 +126,16 @@ class AgentEnv(ToolEnv):
         self.looked_up.add(name)
         return f"{name}={self.values[name]}"
 
+    @property
+    def unread_vars(self) -> int:
+        """Variables of the chain not looked up (yet)."""
+        return len(self.values) - len(self.looked_up)
+
     async def finish(self, action: str) -> Final:
         """Grade the final answer with `grade_integer` (and, with `require_lookups`, check that
         no variable went unread)."""
         grade = grade_integer(action, self.problem.answer)
-        unread = len(self.values) - len(self.looked_up)
-        correct = grade.correct and not (self.require_lookups and unread)
+        correct = grade.correct and not (self.require_lookups and self.unread_vars)
         info = {
             "correct": correct,
             "answer_correct": grade.correct,
@@ -148,7 +152,7 @@ class AgentEnv(ToolEnv):
             result.info["metrics"] = {
                 "tool/calls": float(c["tool_calls"]),
                 "tool/errors": float(c["tool_errors"] + c["malformed_calls"] + c["unknown_tools"]),
-                "tool/unread_vars": float(len(self.values) - len(self.looked_up)),
+                "tool/unread_vars": float(self.unread_vars),
                 "tool/latency_s": self.waited_s,
             }
         return result
@@ -215,7 +219,9 @@ class AgentTask(Task):
         self.tool_latency, self.tool_latency_dist = float(tool_latency), tool_latency_dist
         self.demo_error_rate, self.demo_skip_rate = demo_error_rate, demo_skip_rate
         self.max_vars, self.p_more = max_vars, p_more
-        self.require_lookups = bool(require_lookups)
+        if not isinstance(require_lookups, bool):
+            raise ValueError(f"require_lookups must be true or false, got {require_lookups!r}")
+        self.require_lookups = require_lookups
         self.max_tool_calls = 2 * max_vars  # room to retry after errors, but not to loop forever
         self.max_turns = self.max_tool_calls + 1  # instance value: follows max_vars
         self._latency_seeds = random.Random(f"agent-latency-{latency_seed}")

@@ -105,6 +105,8 @@ def test_a_right_answer_counts_only_when_every_variable_was_looked_up():
     # the task argument reaches its envs and, changing episodes only, keeps the base checkpoint
     assert not AgentTask(require_lookups=False).make_env(problem()).require_lookups
     assert base_checkpoint_path("agent", {"require_lookups": False}) == base_checkpoint_path("agent", {})
+    with pytest.raises(ValueError, match="require_lookups must be true or false"):
+        AgentTask(require_lookups="False")  # a string would otherwise read as True
 
 
 def test_too_many_calls_end_the_episode_with_reward_0():
