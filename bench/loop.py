@@ -24,7 +24,7 @@ from bench.errors import RunStopped
 from bench.rollout import EngineWorker, Group, RolloutProducer
 from bench.rundir import RunDir
 from bench.seeding import derive_seed, seed_everything
-from bench.trainer import Learner, build_batch
+from bench.trainer import Learner, build_batch, make_accelerator
 
 ROLLOUT_TIMEOUT_S = 600.0  # no finished group for this long means the rollout side is stuck
 MAX_REJECTED_IN_A_ROW = 200  # groups rejected by `accept_group` in a row before giving up
@@ -124,12 +124,10 @@ def save_checkpoint(run: RunDir, learner: Learner, tokenizer: Any, step: int) ->
 
 def _make_learner(config: RunConfig, resume: Path | None):
     """Algorithm, task, tokenizer and learner (restored from `resume` when given)."""
-    from accelerate import Accelerator
-
     from bench.model_loading import load_policy_for_run, resolve_learning_rates
     from envs.registry import get_task
 
-    accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    accelerator = make_accelerator()
     seed_everything(config.seed)  # same initial weights on every rank
     algo = make_algorithm(config)
     task = get_task(config.task, **config.task_args)

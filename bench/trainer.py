@@ -68,6 +68,24 @@ def build_batch(
     )
 
 
+def make_accelerator() -> Any:
+    """The accelerate `Accelerator` every learner uses: CPU unless CUDA is present.
+
+    DDP's buffer broadcast is off. It would run a collective at every forward, and ranks do
+    not run the same number of forwards: each packs its own rollouts into however many length
+    buckets they need. Ranks with different bucket counts then pair one rank's broadcast with
+    the other's gradient all-reduce, which hangs or aborts the run. A causal LM's buffers are
+    constants (rotary frequencies, position ids), equal on every rank without a broadcast.
+    """
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs
+
+    return Accelerator(
+        cpu=not torch.cuda.is_available(),
+        kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False)],
+    )
+
+
 class Learner:
     """Policy (and critic) optimisation for one algorithm."""
 
@@ -83,11 +101,9 @@ class Learner:
         nan_patience: int,
         accelerator: Any | None = None,
     ) -> None:
-        from accelerate import Accelerator
-
         self.algo, self.grad_clip, self.minibatches = algo, grad_clip, minibatches
         self.temperature, self.nan_patience = temperature, nan_patience
-        self.accelerator = accelerator or Accelerator(cpu=not torch.cuda.is_available())
+        self.accelerator = accelerator or make_accelerator()
         self.ref = None
         if "ref_logp" in algo.needs:  # a frozen copy of the initial policy
             self.ref = copy.deepcopy(policy).eval().requires_grad_(False)
