@@ -55,7 +55,8 @@ class RunConfig:
         "what to do with too-stale trajectories: 'drop' (counted) or 'requeue'", default="drop"
     )
     policy_lr: float | None = doc(
-        "policy learning rate (default: the model tier's; paper 1e-6)", default=None
+        "policy learning rate (default: the model tier's, for small models the task's; paper 1e-6)",
+        default=None,
     )
     critic_lr: float | None = doc(
         "critic learning rate (default: the model tier's; paper 5e-6)", default=None

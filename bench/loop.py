@@ -132,7 +132,7 @@ def _make_learner(config: RunConfig, resume: Path | None):
     algo = make_algorithm(config)
     task = get_task(config.task, **config.task_args)
     policy, tokenizer = load_policy_for_run(config, task, None if resume is None else resume / "policy")
-    policy_lr, critic_lr = resolve_learning_rates(config, algo, policy)
+    policy_lr, critic_lr = resolve_learning_rates(config, algo, policy, task)
     learner = Learner(
         algo,
         policy,
@@ -235,6 +235,9 @@ def train(
         "nonfinite_skipped": learner.nonfinite_total,
         "frozen_critic_params": learner.frozen_critic_params,
         "world_size": acc.num_processes,
+        # the rates actually used (config values of None resolve by model size and task)
+        "policy_lr": learner.policy_opt.param_groups[0]["lr"],
+        "critic_lr": None if learner.critic_opt is None else learner.critic_opt.param_groups[0]["lr"],
         "policy_checksum_per_rank": learner.policy_checksums(),
     }
     if is_main:

@@ -34,12 +34,19 @@ def load_policy_for_run(config: RunConfig, task: Any, checkpoint: Path | None = 
     return model, tokenizer
 
 
-def resolve_learning_rates(config: RunConfig, algo: Any, policy: Any) -> tuple[float, float]:
-    """Explicit config values win; then small models (< 20M parameters) get SMALL_LRS and
-    larger ones the paper's policy LR and the algorithm's critic LR."""
+def resolve_learning_rates(config: RunConfig, algo: Any, policy: Any, task: Any) -> tuple[float, float]:
+    """(policy LR, critic LR) of a run. Explicit config values win; then small models
+    (< 20M parameters) get the task's `small_model_policy_lr` or else SMALL_LRS, and larger
+    ones the paper's policy LR and the algorithm's critic LR. The policy LR never depends on
+    the algorithm, so algorithms on one task are compared at the same rate."""
     small = sum(p.numel() for p in policy.parameters()) < SMALL_MODEL_PARAMS
     tier = SMALL_LRS if small else PAPER_LRS
-    policy_lr = config.policy_lr if config.policy_lr is not None else tier["policy"]
+    if config.policy_lr is not None:
+        policy_lr = config.policy_lr
+    elif small and task.small_model_policy_lr is not None:
+        policy_lr = task.small_model_policy_lr
+    else:
+        policy_lr = tier["policy"]
     if config.critic_lr is not None:
         critic_lr = config.critic_lr
     elif small or algo.critic is None:

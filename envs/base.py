@@ -127,7 +127,9 @@ class Task(ABC):
     steps and transcripts per step of the tiny model's warm-start recipe on `demonstrations`,
     see `bench pretrain`; long transcripts want smaller batches) and
     `episode_only_args` (constructor arguments that change episodes but not demonstrations,
-    such as tool latency or the runtime: they do not select a different tiny base checkpoint).
+    such as tool latency or the runtime: they do not select a different tiny base checkpoint)
+    and `small_model_policy_lr` (the policy learning rate of small models, such as the tiny
+    one, on this task, for every algorithm alike; None: the small-model default).
     """
 
     name: ClassVar[str]
@@ -139,6 +141,7 @@ class Task(ABC):
     pretrain_steps: ClassVar[int] = 1000
     pretrain_batch_size: ClassVar[int] = 64
     episode_only_args: ClassVar[tuple[str, ...]] = ()
+    small_model_policy_lr: ClassVar[float | None] = None
 
     @abstractmethod
     def sample_problem(self, rng: random.Random) -> Problem:

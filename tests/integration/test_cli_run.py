@@ -91,6 +91,8 @@ def test_cli_run_writes_a_complete_run_dir(base_checkpoint, tmp_path):
         "time/step_s",
     }
     assert [r["step"] for r in lines] == [1, 2] and required <= set(lines[0])
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["policy_lr"] == 1e-3 and summary["critic_lr"] is None  # the rate used; no critic
 
 
 @pytest.mark.parametrize(
