@@ -192,8 +192,8 @@ class AgentTask(Task):
     # solved 44% of 2-variable chains (its demonstrations: ~81%), 1000 steps ~60%
     pretrain_steps = 1000
     # tiny model, 15 min on 2 cores: at the small-model default of 1e-4 vanilla GRPO collapsed
-    # (held-out 0.305 -> 0.225, answers degrading into e.g. "Answet -8"); at 5e-5 it learned
-    # (0.405), as SAO does (see REPRODUCE.md)
+    # (held-out 0.305 -> 0.225, answers degrading into e.g. "Answet -8"); at 5e-5 both learn
+    # (GRPO 0.405, SAO 0.422; SAO at 1e-4: 0.425), see REPRODUCE.md
     small_model_policy_lr = 5e-5
     episode_only_args = ("tool_latency", "tool_latency_dist", "latency_seed", "require_lookups")
 
