@@ -80,8 +80,9 @@ class AgentEnv(ToolEnv):
     successes on the held-out set, and GRPO's group normalisation, which gives a rare success
     in a hard group a large advantage, raised them to 35% while the success rate fell.
     `info["answer_correct"]` is the grader's verdict alone. The final `info["metrics"]` holds
-    `tool/calls`, `tool/errors` (unknown variables, malformed calls, unknown tools), `tool/unread_vars` (variables never looked up) and `tool/latency_s`
-    (seconds spent waiting on tools).
+    `tool/calls`, `tool/errors` (unknown variables, malformed calls, unknown tools),
+    `tool/unread_vars` (variables never looked up) and `tool/latency_s` (seconds spent waiting
+    on tools).
     """
 
     def __init__(
@@ -220,11 +221,11 @@ class AgentTask(Task):
             raise ValueError(f"max_vars must be in [2, 26] (one letter each), got {max_vars}")
         if not 0.0 < p_more <= 1.0:
             raise ValueError(f"p_more must be in (0, 1], got {p_more}")
+        if not isinstance(require_lookups, bool):
+            raise ValueError(f"require_lookups must be true or false, got {require_lookups!r}")
         self.tool_latency, self.tool_latency_dist = float(tool_latency), tool_latency_dist
         self.demo_error_rate, self.demo_skip_rate = demo_error_rate, demo_skip_rate
         self.max_vars, self.p_more = max_vars, p_more
-        if not isinstance(require_lookups, bool):
-            raise ValueError(f"require_lookups must be true or false, got {require_lookups!r}")
         self.require_lookups = require_lookups
         self.max_tool_calls = 2 * max_vars  # room to retry after errors, but not to loop forever
         self.max_turns = self.max_tool_calls + 1  # instance value: follows max_vars
