@@ -9,6 +9,7 @@ before any model is loaded, with one line naming the field and the valid choices
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import tomllib
 import types
 import typing
@@ -173,8 +174,31 @@ def build_config(*layers: dict[str, Any]) -> RunConfig:
             elif value is not None:
                 merged[key] = _coerce(key, value, fields[key])
     config = RunConfig(**merged)
+    config = dataclasses.replace(config, task_args=coerce_task_args(config.task, config.task_args))
     validate(config)
     return config
+
+
+def coerce_task_args(task: str, task_args: dict[str, Any]) -> dict[str, Any]:
+    """`task_args` converted to the types of the task constructor's annotated parameters.
+
+    `--set task.X=V` values arrive as TOML parsed them (`False` stays the string "False"), so
+    each argument the constructor annotates goes through `_coerce`, as algorithm fields do: a
+    bad value is a one-line error naming `task.X`. Arguments the constructor does not name are
+    passed on unchanged, for the constructor to reject with the task's own message.
+    """
+    from envs import registry as tasks
+
+    init = tasks.get_task_class(task).__init__
+    try:
+        hints = typing.get_type_hints(init)
+    except (NameError, TypeError):  # an annotation that cannot be resolved: no conversion
+        hints = {}
+    params = inspect.signature(init).parameters
+    return {
+        key: _coerce(f"task.{key}", value, hints[key]) if key in params and key in hints else value
+        for key, value in task_args.items()
+    }
 
 
 def validate(config: RunConfig) -> None:

@@ -110,6 +110,8 @@ def test_cli_run_writes_a_complete_run_dir(base_checkpoint, tmp_path):
         ),
         (["--model", "/no/such/dir"], "not found"),
         (["--preset", "nope"], "unknown preset 'nope' for sao; valid presets:"),
+        (["--task", "drift", "--set", "task.cycle=maybe"], "task.cycle: expected true or false, got 'maybe'"),
+        (["--set", "task.max_operands=lots"], "task.max_operands: expected int, got 'lots'"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args, expected, tmp_path):
