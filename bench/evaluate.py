@@ -367,7 +367,7 @@ def summarize(
         raise ValueError(f"summarize: every problem needs {k} samples")
     correct = list(by_problem.values())
     pass1 = stats.per_problem_pass1(correct)
-    normal = stats.mean_stderr_ci(pass1)
+    normal = stats.mean_stderr_ci(pass1, bounds=(0.0, 1.0))
     boot = stats.bootstrap_ci(pass1, seed=seed)
     ks = sorted({1, k})
     pass_at = {
@@ -412,7 +412,7 @@ def breakdown(by_problem: Mapping[str, list[bool]], key: str, problems: Sequence
 
     out = {}
     for value in sorted(groups, key=order):
-        normal = stats.mean_stderr_ci(stats.per_problem_pass1(groups[value]))
+        normal = stats.mean_stderr_ci(stats.per_problem_pass1(groups[value]), bounds=(0.0, 1.0))
         out["none" if value is None else str(value)] = {
             "n_problems": len(groups[value]),
             "avg_at_k": stats.avg_at_k(groups[value]),

@@ -12,6 +12,7 @@ Conventions (numpy only):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from statistics import NormalDist
 from typing import Any
@@ -61,22 +62,32 @@ def _values(values: Sequence[float] | np.ndarray) -> np.ndarray:
     return x
 
 
-def mean_stderr_ci(values: Sequence[float] | np.ndarray, confidence: float = 0.95) -> dict[str, float]:
+def mean_stderr_ci(
+    values: Sequence[float] | np.ndarray,
+    confidence: float = 0.95,
+    bounds: tuple[float, float] | None = None,
+) -> dict[str, float]:
     """Mean, standard error and normal-approximation CI of per-problem scores.
 
     stderr = sample std (ddof=1) / sqrt(n); CI = mean -+ z * stderr with z the two-sided
     normal quantile (1.96 at 95%). Adequate for n of a few dozen problems or more; for few
     problems or scores near 0 or 1 prefer `bootstrap_ci`. With n = 1 the stderr is NaN.
+    `bounds=(lo, hi)`: the range the scores live in (pass rates: (0, 1)); the CI is clipped
+    to it, since the normal interval of a mean near an edge can cross it.
     """
     x = _values(values)
     mean = float(x.mean())
     stderr = float(x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else float("nan")
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    low, high = mean - z * stderr, mean + z * stderr
+    if bounds is not None:  # NaN (n = 1) stays NaN: max/min would silently replace it
+        low = low if math.isnan(low) else max(low, bounds[0])
+        high = high if math.isnan(high) else min(high, bounds[1])
     return {
         "mean": mean,
         "stderr": stderr,
-        "ci_low": mean - z * stderr,
-        "ci_high": mean + z * stderr,
+        "ci_low": low,
+        "ci_high": high,
         "n": int(x.size),
         "confidence": confidence,
     }

@@ -88,6 +88,16 @@ def test_mean_stderr_ci_values():
     assert mean_stderr_ci([0.5], confidence=0.9)["n"] == 1 and math.isnan(mean_stderr_ci([0.5])["stderr"])
 
 
+def test_mean_stderr_ci_clips_to_bounds():
+    # mean 0.9, stderr sqrt(0.1)/sqrt(10) = 0.1 -> unclipped [0.704, 1.096]; only the top crosses
+    scores = [1.0] * 9 + [0.0]
+    free, clipped = mean_stderr_ci(scores), mean_stderr_ci(scores, bounds=(0.0, 1.0))
+    assert free["ci_high"] == pytest.approx(0.9 + 1.959964 * 0.1, abs=1e-5) and clipped["ci_high"] == 1.0
+    assert clipped["ci_low"] == free["ci_low"] == pytest.approx(0.9 - 1.959964 * 0.1, abs=1e-5)
+    one = mean_stderr_ci([1.0], bounds=(0.0, 1.0))  # n = 1: no interval, not a clipped [1, 1]
+    assert math.isnan(one["ci_low"]) and math.isnan(one["ci_high"])
+
+
 def test_normal_ci_coverage_on_bernoulli():
     """The 95% CI of 100 Bernoulli(0.3) scores contains 0.3 in ~95% of 400 seeded repetitions."""
     rng = np.random.default_rng(1234)
