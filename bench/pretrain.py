@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import inspect
 import json
 import math
 import os
@@ -35,19 +36,27 @@ def cache_root() -> Path:
 
 def base_checkpoint_path(task: str, task_args: dict[str, Any] | None = None, seed: int = 0) -> Path:
     """The cache path of a task's tiny base checkpoint. The key holds the task's own recipe
-    (`pretrain_steps`, `pretrain_batch_size`), so changing a task's recipe makes a new base;
-    arguments that only change episodes (`Task.episode_only_args`) do not."""
+    (`pretrain_steps`, `pretrain_batch_size`) and every constructor argument, defaults
+    included, so changing a recipe, an argument or a default makes a new base, and spelling
+    out a default selects the same base as leaving it unset; arguments that only change
+    episodes (`Task.episode_only_args`) are left out."""
     from envs.registry import get_task_class
 
     cls = get_task_class(task)
     skip = set(cls.episode_only_args)
-    args = {k: v for k, v in (task_args or {}).items() if k not in skip}
+    args = {k: v for k, v in {**_constructor_defaults(cls), **(task_args or {})}.items() if k not in skip}
     recipe = {"steps": cls.pretrain_steps, "batch_size": cls.pretrain_batch_size}
     key = json.dumps(
         {"task": task, "args": args, "seed": seed, "v": RECIPE_VERSION, "recipe": recipe}, sort_keys=True
     )
     digest = hashlib.sha256(key.encode()).hexdigest()[:10]
     return cache_root() / "tiny" / f"{task}-v{RECIPE_VERSION}-s{seed}-{digest}"
+
+
+def _constructor_defaults(cls: type) -> dict[str, Any]:
+    """The default value of every keyword parameter of `cls.__init__` that has one."""
+    params = inspect.signature(cls.__init__).parameters.values()
+    return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
 
 
 def ensure_base_checkpoint(task: str, task_args: dict[str, Any] | None = None, seed: int = 0) -> Path:

@@ -16,6 +16,8 @@ def test_episode_only_arguments_share_the_base_checkpoint(monkeypatch, tmp_path)
     )
     assert base_checkpoint_path("drift", {"phase_every": 64}) == base_checkpoint_path("drift", {})
     assert base_checkpoint_path("arith", {"max_operands": 2}) != base_checkpoint_path("arith", {})
+    default = base_checkpoint_path("arith", {"max_operands": 12})  # spelled out: same base
+    assert default == base_checkpoint_path("arith", {})
     assert plain.parent == tmp_path / "tiny" and plain.name.startswith("agent-")
 
 
@@ -55,3 +57,25 @@ def test_a_task_recipe_change_selects_a_new_base_checkpoint(monkeypatch, tmp_pat
     before = base_checkpoint_path("swe", {})
     monkeypatch.setattr(get_task_class("swe"), "pretrain_steps", get_task_class("swe").pretrain_steps + 1)
     assert base_checkpoint_path("swe", {}) != before
+
+
+def test_a_changed_default_selects_a_new_base_checkpoint(monkeypatch, tmp_path):
+    """A base cached under an old default must not be reused once the default changes."""
+    from envs import registry
+    from envs.online import DriftTask
+
+    class OldDrift(DriftTask):
+        def __init__(self, answer_share: float = 0.5, **args):
+            super().__init__(answer_share=answer_share, **args)
+
+    class NewDrift(OldDrift):
+        def __init__(self, answer_share: float = 0.3, **args):
+            super().__init__(answer_share=answer_share, **args)
+
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(registry, "get_task_class", lambda name: OldDrift)
+    old = base_checkpoint_path("drift", {})
+    assert base_checkpoint_path("drift", {"answer_share": 0.5}) == old
+    monkeypatch.setattr(registry, "get_task_class", lambda name: NewDrift)
+    assert base_checkpoint_path("drift", {}) != old
+    assert base_checkpoint_path("drift", {"answer_share": 0.5}) == old
