@@ -25,8 +25,9 @@ re-adapt (SAO recovers faster than a running-mean baseline after each shift).
 
 `drift` (registered) is the embedded example: `arith` chains whose required answer label
 changes between phases: `Answer: 17` (phase 0) and `Result: 17` (phase 1). Its base checkpoint
-is cloned from demonstrations that use each label half the time, so the pretrained model
-writes both and RL can shift towards whichever the current phase rewards.
+is cloned from demonstrations that use `Answer` 30% of the time and `Result` 70%, so the
+pretrained model writes both and RL can shift towards whichever the current phase rewards
+(`DriftTask` says why the mix is uneven).
 """
 
 from __future__ import annotations
@@ -237,10 +238,19 @@ class DriftTask(DriftingTask):
     """`drift`: arith whose required answer label alternates `Answer` / `Result` every
     `phase_every` problems; reward = correct AND labelled as the current phase wants.
 
-    Defaults: phase_every 1280 (20 steps of a single-rollout algorithm at 64 trajectories per
-    step, 160 GRPO steps with groups of 8); eval problems are in phase 0 (`Answer:`, the
-    convention of arith and `grade_integer`). `answer_share` sets the base checkpoint's mix of
-    labels; the other arguments go to `ArithTask`.
+    Defaults, chosen from runs of the tiny model (README, "drift"):
+    - phase_every 2560: 40 steps of a single-rollout algorithm at 64 trajectories per step
+      (320 GRPO steps with groups of 8). A policy gradient moves a label used with share p at
+      a rate proportional to p(1 - p): in 40 steps SAO moves the wanted label by 0.2-0.4, while
+      the other one stays common enough to come back in the next phase. With 20-step phases
+      nothing moved visibly; with 75- and 150-step phases the first label saturated (0.9+)
+      and the second then took the whole phase to climb from 0.03-0.06 to 0.15-0.17.
+    - answer_share 0.3: the base writes `Result:` 70% of the time, so the first phase starts
+      as every later one does, from the other label's preference, instead of from an even mix
+      that it would push to saturation.
+    Eval problems are in phase 0 (`Answer:`, the convention of arith and `grade_integer`).
+    `answer_share` sets the base checkpoint's mix of labels; the other arguments go to
+    `ArithTask`.
     """
 
     name = "drift"
@@ -254,10 +264,10 @@ class DriftTask(DriftingTask):
 
     def __init__(
         self,
-        phase_every: int = 1280,
+        phase_every: int = 2560,
         cycle: bool = True,
         eval_phase: int = 0,
-        answer_share: float = 0.5,
+        answer_share: float = 0.3,
         demo_error_rate: float = 0.15,
         max_operands: int = 12,
         p_more: float = 0.35,

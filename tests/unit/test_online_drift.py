@@ -139,13 +139,11 @@ def test_labels_and_quality_grader():
     assert phase.name == "result" and phase.accepts("Result: 1") and not phase.accepts("Answer: 1")
 
 
-def test_demonstrations_use_both_formats_half_the_time():
-    demos = DriftTask().demonstrations(random.Random(5), 2000)
-    labels = [last_label(d[-1]["content"])[0] for d in demos]
-    assert (
-        0.45 < labels.count("Answer") / 2000 < 0.55
-        and labels.count("Result") + labels.count("Answer") == 2000
-    )
+def test_demonstrations_use_both_formats_in_the_answer_share():
+    for share, task in ((0.3, DriftTask()), (0.5, DriftTask(answer_share=0.5))):  # 0.3: the default
+        labels = [last_label(d[-1]["content"])[0] for d in task.demonstrations(random.Random(5), 2000)]
+        assert share - 0.05 < labels.count("Answer") / 2000 < share + 0.05
+        assert labels.count("Result") + labels.count("Answer") == 2000
     # the relabelling only touches the final label: the scratchpad is arith's
     clean = LabelledArithTask(answer_share=0.0, demo_error_rate=0.0).demonstrations(random.Random(6), 50)
     for user, reply in clean:
