@@ -184,6 +184,7 @@ def train(
         stop=tuple(task.stop),
     )
     rank_seed = config.seed if acc.num_processes == 1 else derive_seed(config.seed, "rank", acc.process_index)
+    task.set_rollouts_per_problem(learner.algo.group_size)
     producer = RolloutProducer(
         task,
         worker,

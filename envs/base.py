@@ -156,6 +156,11 @@ class Task(ABC):
     def make_env(self, problem: Problem) -> Env:
         """A fresh episode for `problem`."""
 
+    def set_rollouts_per_problem(self, n: int) -> None:  # noqa: B027 - optional hook, not abstract
+        """Told by the training loop before its first draw: every problem `sample_problem`
+        returns will be played `n` times (the algorithm's rollouts per prompt). Tasks whose
+        schedule counts trajectories (`envs.online.DriftingTask`) use it; others ignore it."""
+
     def demonstrations(self, rng: random.Random, n: int) -> list[list[Message]]:
         """`n` whole conversations for supervised warm-start (`bench pretrain`).
 

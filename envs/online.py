@@ -7,14 +7,17 @@ re-adapt (SAO recovers faster than a running-mean baseline after each shift).
 
 `DriftingTask(base, phases, phase_every)` does this to any task:
 
-- Schedule, by draws: the i-th problem drawn with `sample_problem` (i = 0, 1, ... counted by
-  the wrapper) belongs to phase `(i // phase_every) % len(phases)` (with `cycle=False` the last
-  phase stays once reached). The training loop draws problems one at a time, in order, from
-  one producer thread, so the schedule follows training progress; it is in *problems*, not
-  steps (a GRPO step draws trajectories_per_step / group_size problems, SAO one per
-  trajectory). The phase is stored in `Problem.meta["phase"]` (and the draw index in
-  `meta["draw"]`); a requeued problem keeps the phase it was drawn in. The count lives in the
-  task object and starts at 0 in every process (a resumed run restarts the schedule).
+- Schedule, in trajectories: the i-th problem drawn with `sample_problem` (i = 0, 1, ...
+  counted by the wrapper) starts trajectory t = i * n, where n is the rollouts per problem the
+  training loop announced (`set_rollouts_per_problem`: the algorithm's group size; 1 until
+  then), and belongs to phase `(t // phase_every) % len(phases)` (with `cycle=False` the last
+  phase stays once reached). So every algorithm gets the same amount of data per phase: at 64
+  trajectories per step a phase of 2560 lasts 40 steps of SAO (one rollout per problem) and
+  of GRPO (8) alike. The loop draws problems one at a time, in order, from one producer
+  thread, so the schedule follows training progress. The phase is stored in
+  `Problem.meta["phase"]` (and the draw index in `meta["draw"]`); a requeued problem keeps
+  the phase it was drawn in. The count lives in the task object and starts at 0 in every
+  process (a resumed run restarts the schedule).
 - Reward: the episode runs as the base task's env; when it ends, the phase's rule looks at
   the final assistant turn and the reward becomes base reward x `phase.accepts(final turn)`.
   Prompts and problem keys are the base task's, identical in every phase: the preference is
@@ -98,7 +101,7 @@ class DriftEnv(Env):
 
 
 class DriftingTask(Task):
-    """Any task with a reward rule that changes in phases every `phase_every` drawn problems.
+    """Any task with a reward rule that changes in phases every `phase_every` trajectories.
 
     `eval_problems` are the base task's held-out problems, all in phase `eval_phase` (default
     0): a fixed, deterministic set. Adaptation to the drift is read from the training metrics
@@ -117,7 +120,7 @@ class DriftingTask(Task):
         cycle: bool = True,
         eval_phase: int = 0,
     ):
-        """Wrap `base`; `phases` in schedule order, each lasting `phase_every` drawn problems."""
+        """Wrap `base`; `phases` in schedule order, each lasting `phase_every` trajectories."""
         if not phases:
             raise ValueError("a drifting task needs at least one phase")
         if phase_every < 1:
@@ -129,6 +132,7 @@ class DriftingTask(Task):
         # episode rules are the base task's (instance attributes shadow the class defaults)
         self.max_new_tokens, self.max_turns = base.max_new_tokens, base.max_turns
         self.stop, self.default_runtime = tuple(base.stop), base.default_runtime
+        self.rollouts_per_problem = 1
         self._drawn = 0
         self._lock = threading.Lock()  # draws come from one producer thread; be safe anyway
 
@@ -137,9 +141,15 @@ class DriftingTask(Task):
         """How many problems `sample_problem` has drawn so far (the schedule's clock)."""
         return self._drawn
 
+    def set_rollouts_per_problem(self, n: int) -> None:
+        """Each drawn problem is played `n` times: the schedule advances `n` trajectories per draw."""
+        if n < 1:
+            raise ValueError(f"rollouts per problem must be >= 1, got {n}")
+        self.rollouts_per_problem = n
+
     def phase_of(self, draw: int) -> int:
-        """The phase of the `draw`-th problem drawn (0-based)."""
-        block = draw // self.phase_every
+        """The phase of the `draw`-th problem drawn (0-based): that of its first trajectory."""
+        block = draw * self.rollouts_per_problem // self.phase_every
         return block % len(self.phases) if self.cycle else min(block, len(self.phases) - 1)
 
     def sample_problem(self, rng: random.Random) -> Problem:
@@ -236,13 +246,13 @@ class LabelledArithTask(ArithTask):
 
 class DriftTask(DriftingTask):
     """`drift`: arith whose required answer label alternates `Answer` / `Result` every
-    `phase_every` problems; reward = correct AND labelled as the current phase wants.
+    `phase_every` trajectories; reward = correct AND labelled as the current phase wants.
 
     Defaults, chosen from runs of the tiny model (README, "drift"):
-    - phase_every 2560: 40 steps of a single-rollout algorithm at 64 trajectories per step
-      (320 GRPO steps with groups of 8). A policy gradient moves a label used with share p at
-      a rate proportional to p(1 - p): in 40 steps SAO moves the wanted label by 0.2-0.4, while
-      the other one stays common enough to come back in the next phase. With 20-step phases
+    - phase_every 2560: 40 steps at 64 trajectories per step, for every algorithm. A policy
+      gradient moves a label used with share p at a rate proportional to p(1 - p): in 40 steps
+      SAO and GRPO move the wanted label by 0.1-0.4, while the other one stays common enough
+      to come back in the next phase. With 20-step phases
       nothing moved visibly; with 75- and 150-step phases the first label saturated (0.9+)
       and the second then took the whole phase to climb from 0.03-0.06 to 0.15-0.17.
     - answer_share 0.3: the base writes `Result:` 70% of the time, so the first phase starts

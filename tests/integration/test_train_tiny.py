@@ -109,3 +109,13 @@ def test_in_training_evaluation_uses_the_eval_code_path(base_checkpoint, tmp_pat
     records = (run.path / "evals" / "step_000002" / "arith.jsonl").read_text().splitlines()
     assert len(records) == 8  # 4 problems x k=2
     assert (run.path / "evals" / "step_000000" / "arith.summary.json").is_file()
+
+
+@pytest.mark.parametrize("algo", ["grpo", "sao"])
+def test_drift_phases_last_the_same_trajectories_for_every_algorithm(algo, base_checkpoint, tmp_path):
+    """The loop tells the task its group size: with 8-trajectory phases, GRPO's 2 problems
+    (2 x 8 trajectories) and SAO's 16 problems both split into half phase 0, half phase 1."""
+    config = _config(algo, base_checkpoint, task="drift", steps=1, task_args={**TASK_ARGS, "phase_every": 8})
+    run, _ = _run(config, tmp_path)
+    (metrics,) = run.read_metrics()
+    assert metrics["drift/phase"] == 0.5

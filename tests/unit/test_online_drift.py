@@ -37,13 +37,25 @@ def episode(task, problem, actions):
     return asyncio.run(go())
 
 
-def test_schedule_cycles_by_problems_drawn():
-    task = DriftTask(phase_every=3)
+def test_schedule_cycles_by_trajectories():
+    task = DriftTask(phase_every=3)  # one rollout per problem until the loop says otherwise
     rng = random.Random(0)
     problems = [task.sample_problem(rng) for _ in range(14)]
     assert [p.meta["phase"] for p in problems] == [0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1, 0, 0]
     assert [p.meta["draw"] for p in problems] == list(range(14))
     assert task.drawn == 14
+
+    # groups of 4: trajectories 0-3, 4-7, ... so a 12-trajectory phase holds 3 problems; a
+    # group straddling a boundary (problem 2 of 8-per-phase: trajectories 8-11) takes the phase
+    # of its first trajectory
+    grouped = DriftTask(phase_every=12)
+    grouped.set_rollouts_per_problem(4)
+    assert [grouped.sample_problem(rng).meta["phase"] for _ in range(8)] == [0, 0, 0, 1, 1, 1, 0, 0]
+    uneven = DriftTask(phase_every=10)
+    uneven.set_rollouts_per_problem(4)
+    assert [uneven.phase_of(i) for i in range(6)] == [0, 0, 0, 1, 1, 0]  # first trajectories 0,4,8,12,16,20
+    with pytest.raises(ValueError, match="rollouts per problem must be >= 1"):
+        uneven.set_rollouts_per_problem(0)
 
 
 def test_schedule_without_cycling_stays_in_the_last_phase():
