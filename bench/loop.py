@@ -184,7 +184,10 @@ def train(
         stop=tuple(task.stop),
     )
     rank_seed = config.seed if acc.num_processes == 1 else derive_seed(config.seed, "rank", acc.process_index)
-    task.set_rollouts_per_problem(learner.algo.group_size)
+    # a drifting task's schedule counts trajectories; a resumed run continues it where it stopped
+    task.begin_training(
+        learner.algo.group_size, trajectories_done=learner.step * config.trajectories_per_step
+    )
     producer = RolloutProducer(
         task,
         worker,

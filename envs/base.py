@@ -156,10 +156,12 @@ class Task(ABC):
     def make_env(self, problem: Problem) -> Env:
         """A fresh episode for `problem`."""
 
-    def set_rollouts_per_problem(self, n: int) -> None:  # noqa: B027 - optional hook, not abstract
+    def begin_training(self, rollouts_per_problem: int, trajectories_done: int = 0) -> None:  # noqa: B027
         """Told by the training loop before its first draw: every problem `sample_problem`
-        returns will be played `n` times (the algorithm's rollouts per prompt). Tasks whose
-        schedule counts trajectories (`envs.online.DriftingTask`) use it; others ignore it."""
+        returns will be played `rollouts_per_problem` times (the algorithm's rollouts per
+        prompt), and `trajectories_done` were trained on before (a resumed run: steps done x
+        trajectories per step). Tasks with a schedule over training (`envs.online.DriftingTask`)
+        use it; others ignore it (an optional hook, deliberately not abstract)."""
 
     def demonstrations(self, rng: random.Random, n: int) -> list[list[Message]]:
         """`n` whole conversations for supervised warm-start (`bench pretrain`).

@@ -9,15 +9,16 @@ re-adapt (SAO recovers faster than a running-mean baseline after each shift).
 
 - Schedule, in trajectories: the i-th problem drawn with `sample_problem` (i = 0, 1, ...
   counted by the wrapper) starts trajectory t = i * n, where n is the rollouts per problem the
-  training loop announced (`set_rollouts_per_problem`: the algorithm's group size; 1 until
-  then), and belongs to phase `(t // phase_every) % len(phases)` (with `cycle=False` the last
+  training loop announced (`begin_training`: the algorithm's group size; 1 until then), and
+  belongs to phase `(t // phase_every) % len(phases)` (with `cycle=False` the last
   phase stays once reached). So every algorithm gets the same amount of data per phase: at 64
   trajectories per step a phase of 2560 lasts 40 steps of SAO (one rollout per problem) and
   of GRPO (8) alike. The loop draws problems one at a time, in order, from one producer
   thread, so the schedule follows training progress. The phase is stored in
   `Problem.meta["phase"]` (and the draw index in `meta["draw"]`); a requeued problem keeps
-  the phase it was drawn in. The count lives in the task object and starts at 0 in every
-  process (a resumed run restarts the schedule).
+  the phase it was drawn in. The count lives in the task object, per process; a resumed run
+  continues it from the trajectories trained on before (steps done x trajectories per step;
+  trajectories in flight at the checkpoint and dropped ones are not counted).
 - Reward: the episode runs as the base task's env; when it ends, the phase's rule looks at
   the final assistant turn and the reward becomes base reward x `phase.accepts(final turn)`.
   Prompts and problem keys are the base task's, identical in every phase: the preference is
@@ -141,11 +142,17 @@ class DriftingTask(Task):
         """How many problems `sample_problem` has drawn so far (the schedule's clock)."""
         return self._drawn
 
-    def set_rollouts_per_problem(self, n: int) -> None:
-        """Each drawn problem is played `n` times: the schedule advances `n` trajectories per draw."""
-        if n < 1:
-            raise ValueError(f"rollouts per problem must be >= 1, got {n}")
-        self.rollouts_per_problem = n
+    def begin_training(self, rollouts_per_problem: int, trajectories_done: int = 0) -> None:
+        """Each drawn problem is played `rollouts_per_problem` times (the schedule advances that
+        many trajectories per draw); the clock starts after `trajectories_done`, rounded up to
+        a whole problem."""
+        if rollouts_per_problem < 1:
+            raise ValueError(f"rollouts per problem must be >= 1, got {rollouts_per_problem}")
+        if trajectories_done < 0:
+            raise ValueError(f"trajectories_done must be >= 0, got {trajectories_done}")
+        with self._lock:
+            self.rollouts_per_problem = rollouts_per_problem
+            self._drawn = -(-trajectories_done // rollouts_per_problem)
 
     def phase_of(self, draw: int) -> int:
         """The phase of the `draw`-th problem drawn (0-based): that of its first trajectory."""

@@ -119,3 +119,14 @@ def test_drift_phases_last_the_same_trajectories_for_every_algorithm(algo, base_
     run, _ = _run(config, tmp_path)
     (metrics,) = run.read_metrics()
     assert metrics["drift/phase"] == 0.5
+
+
+def test_a_resumed_drift_run_continues_the_phase_schedule(base_checkpoint, tmp_path):
+    """16-trajectory phases, 16 trajectories per step: step 1 is phase 0, step 2 phase 1, also
+    when step 2 runs in a resumed process (the schedule does not restart at phase 0)."""
+    args = {"task": "drift", "task_args": {**TASK_ARGS, "phase_every": 16}, "checkpoint_every": 1}
+    run, _ = _run(_config("grpo", base_checkpoint, steps=1, **args), tmp_path)
+    train(
+        _config("grpo", base_checkpoint, steps=2, **args), run, resume=run.latest_checkpoint(), progress=False
+    )
+    assert [(m["step"], m["drift/phase"]) for m in run.read_metrics()] == [(1, 0.0), (2, 1.0)]

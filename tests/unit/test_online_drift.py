@@ -49,13 +49,25 @@ def test_schedule_cycles_by_trajectories():
     # group straddling a boundary (problem 2 of 8-per-phase: trajectories 8-11) takes the phase
     # of its first trajectory
     grouped = DriftTask(phase_every=12)
-    grouped.set_rollouts_per_problem(4)
+    grouped.begin_training(4)
     assert [grouped.sample_problem(rng).meta["phase"] for _ in range(8)] == [0, 0, 0, 1, 1, 1, 0, 0]
     uneven = DriftTask(phase_every=10)
-    uneven.set_rollouts_per_problem(4)
+    uneven.begin_training(4)
     assert [uneven.phase_of(i) for i in range(6)] == [0, 0, 0, 1, 1, 0]  # first trajectories 0,4,8,12,16,20
     with pytest.raises(ValueError, match="rollouts per problem must be >= 1"):
-        uneven.set_rollouts_per_problem(0)
+        uneven.begin_training(0)
+
+
+def test_a_resumed_schedule_continues_from_the_trajectories_done():
+    task = DriftTask(phase_every=12)
+    task.begin_training(4, trajectories_done=24)  # 6 problems of 4 done: phases 0, 0, 0, 1, 1, 1
+    assert task.drawn == 6
+    assert [task.sample_problem(random.Random(0)).meta["draw"] for _ in range(2)] == [6, 7]
+    assert task.phase_of(6) == 0 and task.phase_of(9) == 1
+    task.begin_training(4, trajectories_done=25)  # a partial problem rounds up
+    assert task.drawn == 7
+    with pytest.raises(ValueError, match="trajectories_done must be >= 0"):
+        task.begin_training(1, trajectories_done=-1)
 
 
 def test_schedule_without_cycling_stays_in_the_last_phase():
