@@ -10,8 +10,8 @@ re-adapt (SAO recovers faster than a running-mean baseline after each shift).
 - Schedule, in trajectories: the i-th problem drawn with `sample_problem` (i = 0, 1, ...
   counted by the wrapper) starts trajectory t = i * n, where n is the rollouts per problem the
   training loop announced (`begin_training`: the algorithm's group size; 1 until then), and
-  belongs to phase `(t // phase_every) % len(phases)` (with `cycle=False` the last
-  phase stays once reached). So every algorithm gets the same amount of data per phase: at 64
+  belongs to phase `(t // phase_every) % len(phases)` (with `cycle=False` the last phase
+  stays once reached). So every algorithm gets the same amount of data per phase: at 64
   trajectories per step a phase of 2560 lasts 40 steps of SAO (one rollout per problem) and
   of GRPO (8) alike. The loop draws problems one at a time, in order, from one producer
   thread, so the schedule follows training progress. The phase is stored in
@@ -259,9 +259,9 @@ class DriftTask(DriftingTask):
     - phase_every 2560: 40 steps at 64 trajectories per step, for every algorithm. A policy
       gradient moves a label used with share p at a rate proportional to p(1 - p): in 40 steps
       SAO and GRPO move the wanted label by 0.1-0.4, while the other one stays common enough
-      to come back in the next phase. With 20-step phases
-      nothing moved visibly; with 75- and 150-step phases the first label saturated (0.9+)
-      and the second then took the whole phase to climb from 0.03-0.06 to 0.15-0.17.
+      to come back in the next phase. With 20-step phases nothing moved visibly; with 75-
+      and 150-step phases the first label saturated (0.9+) and the second then took the
+      whole phase to climb from 0.03-0.06 to 0.15-0.17.
     - answer_share 0.3: the base writes `Result:` 70% of the time, so the first phase starts
       as every later one does, from the other label's preference, instead of from an even mix
       that it would push to saturation.
