@@ -9,7 +9,6 @@ before any model is loaded, with one line naming the field and the valid choices
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import tomllib
 import types
 import typing
@@ -189,14 +188,13 @@ def coerce_task_args(task: str, task_args: dict[str, Any]) -> dict[str, Any]:
     """
     from envs import registry as tasks
 
-    init = tasks.get_task_class(task).__init__
     try:
-        hints = typing.get_type_hints(init)
+        hints = typing.get_type_hints(tasks.get_task_class(task).__init__)
     except (NameError, TypeError):  # an annotation that cannot be resolved: no conversion
         hints = {}
-    params = inspect.signature(init).parameters
+    hints.pop("return", None)  # the only annotation that is not a parameter
     return {
-        key: _coerce(f"task.{key}", value, hints[key]) if key in params and key in hints else value
+        key: _coerce(f"task.{key}", value, hints[key]) if key in hints else value
         for key, value in task_args.items()
     }
 

@@ -16,7 +16,6 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from bench.rundir import RunDir
@@ -73,13 +72,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     args = parser.parse_args(argv)
     run = RunDir(args.run_dir)
-    if not (Path(args.run_dir) / "metrics.jsonl").is_file():
+    if not run.metrics_path.is_file():
         print(f"results.phases: error: no metrics.jsonl in {args.run_dir}", file=sys.stderr)
         return 2
-    if args.edge < 1:
-        print(f"results.phases: error: --edge must be >= 1, got {args.edge}", file=sys.stderr)
+    try:
+        segments = phase_segments(run.read_metrics(), args.edge)
+    except ValueError as exc:  # a bad --edge
+        print(f"results.phases: error: --{exc}", file=sys.stderr)
         return 2
-    segments = phase_segments(run.read_metrics(), args.edge)
     if not segments:
         print(
             f"results.phases: error: {args.run_dir} has no drift/phase metrics (not a drifting task)",
