@@ -66,9 +66,19 @@ class ArithTask(Task):
     Base-checkpoint recipe (deliberate): `demonstrations` are NOISY. Each intermediate
     step's result is wrong with probability `demo_error_rate` (default 0.15; off by +-1 or
     +-2) and the error propagates to the final answer. A model cloned from them is right
-    only part of the time (about 0.85^(steps) per problem, so ~66% on average and much less
+    only part of the time (about 0.85^(steps) per problem, so ~66% on the task's mix, much less
     on long chains), which leaves RL room to improve; a demonstration set with
     `demo_error_rate=0` gives the clean oracle.
+
+    The demonstrations' chains are longer than the task's: their operand count uses
+    `demo_p_more` (default 0.15: mean about 6.6 operands, half of them 6 or more) instead of
+    `p_more`. Cloned from the task's own mix (35% two-operand chains), the tiny model never
+    learnt to find the next operand of a long prompt: it solved 0-11% of 5+-operand chains
+    even greedily, so RL could only sharpen the short ones and the gain stopped near +15
+    points. Trained on the longer mix for the same 1000 steps it follows long chains (greedy
+    answers mostly right up to 6 operands; sampled avg@4 of 5 operands 0.33) at about the
+    same mean (0.46), and 10 minutes of SAO or GRPO then gain 22-29 points (README). `demo_p_more=0.35` is the old
+    recipe.
     """
 
     name = "arith"
@@ -78,7 +88,13 @@ class ArithTask(Task):
     max_turns = 1
     stop = ()
 
-    def __init__(self, demo_error_rate: float = 0.15, max_operands: int = 12, p_more: float = 0.35):
+    def __init__(
+        self,
+        demo_error_rate: float = 0.15,
+        max_operands: int = 12,
+        p_more: float = 0.35,
+        demo_p_more: float = 0.15,
+    ):
         """See the class docstring for the meaning of each argument."""
         if not 0.0 <= demo_error_rate <= 1.0:
             raise ValueError(f"demo_error_rate must be in [0, 1], got {demo_error_rate}")
@@ -89,11 +105,14 @@ class ArithTask(Task):
         self.demo_error_rate = demo_error_rate
         self.max_operands = max_operands
         self.p_more = p_more
+        if not 0.0 < demo_p_more <= 1.0:
+            raise ValueError(f"demo_p_more must be in (0, 1], got {demo_p_more}")
+        self.demo_p_more = demo_p_more
 
-    def _draw(self, rng: random.Random) -> tuple[list[int], list[str]]:
-        """Operands and operators of one problem."""
+    def _draw(self, rng: random.Random, p_more: float) -> tuple[list[int], list[str]]:
+        """Operands and operators of one problem whose operand count continues with 1 - `p_more`."""
         n = 2
-        while n < self.max_operands and rng.random() >= self.p_more:
+        while n < self.max_operands and rng.random() >= p_more:
             n += 1
         operands = [rng.randint(1, 9) for _ in range(n)]
         ops = [rng.choice("+-") for _ in range(n - 1)]
@@ -111,13 +130,13 @@ class ArithTask(Task):
 
     def sample_problem(self, rng: random.Random) -> Problem:
         """A training problem; its key is the expression itself (`arith-7+5-3`)."""
-        operands, ops = self._draw(rng)
+        operands, ops = self._draw(rng, self.p_more)
         return self._problem(f"arith-{format_expression(operands, ops)}", operands, ops)
 
     def eval_problems(self, n: int, seed: int = 0) -> list[Problem]:
         """`n` held-out problems from the seed stream "arith-eval-<seed>" (deterministic)."""
         rng = random.Random(f"arith-eval-{seed}")
-        return [self._problem(f"arith-eval{seed}-{i:06d}", *self._draw(rng)) for i in range(n)]
+        return [self._problem(f"arith-eval{seed}-{i:06d}", *self._draw(rng, self.p_more)) for i in range(n)]
 
     def make_env(self, problem: Problem) -> Env:
         """A single-turn episode graded by `grade_integer`."""
@@ -127,7 +146,8 @@ class ArithTask(Task):
         """`n` noisy [user, assistant] conversations; see the class docstring for the noise."""
         demos = []
         for _ in range(n):
-            problem = self.sample_problem(rng)
+            operands, ops = self._draw(rng, self.demo_p_more)
+            problem = self._problem(f"arith-{format_expression(operands, ops)}", operands, ops)
             completion = worked_solution(
                 problem.meta["operands"], problem.meta["ops"], rng=rng, error_rate=self.demo_error_rate
             )

@@ -295,6 +295,8 @@ class DriftTask(DriftingTask):
             demo_error_rate=demo_error_rate,
             max_operands=max_operands,
             p_more=p_more,
+            # the demonstration mix the drift figures (README) were measured with: the task's own
+            demo_p_more=p_more,
         )
         super().__init__(
             base, [label_phase(label) for label in LABELS], phase_every, cycle=cycle, eval_phase=eval_phase
