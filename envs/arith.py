@@ -77,8 +77,8 @@ class ArithTask(Task):
     even greedily, so RL could only sharpen the short ones and the gain stopped near +15
     points. Trained on the longer mix for the same 1000 steps it follows long chains (greedy
     answers mostly right up to 6 operands; sampled avg@4 of 5 operands 0.33) at about the
-    same mean (0.46), and 10 minutes of SAO or GRPO then gain 22-29 points (README). `demo_p_more=0.35` is the old
-    recipe.
+    same mean (0.46), and 10 minutes of SAO or GRPO then gain 22-29 points (README).
+    `demo_p_more=0.35` is the old recipe.
     """
 
     name = "arith"
