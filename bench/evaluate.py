@@ -349,6 +349,12 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def _pass_rate_ci95(pass1: Sequence[float]) -> tuple[float | None, list[float | None]]:
+    """(standard error, normal 95% CI clipped to [0, 1]) of a mean pass rate; None where undefined."""
+    normal = stats.mean_stderr_ci(pass1, bounds=(0.0, 1.0))
+    return _finite(normal["stderr"]), [_finite(normal["ci_low"]), _finite(normal["ci_high"])]
+
+
 def summarize(
     records: Sequence[Mapping[str, Any]],
     spec: BenchmarkSpec,
@@ -367,7 +373,7 @@ def summarize(
         raise ValueError(f"summarize: every problem needs {k} samples")
     correct = list(by_problem.values())
     pass1 = stats.per_problem_pass1(correct)
-    normal = stats.mean_stderr_ci(pass1, bounds=(0.0, 1.0))
+    stderr, ci95 = _pass_rate_ci95(pass1)
     boot = stats.bootstrap_ci(pass1, seed=seed)
     ks = sorted({1, k})
     pass_at = {
@@ -384,8 +390,8 @@ def summarize(
         "n_correct": int(sum(map(sum, correct))),
         "avg_at_k": stats.avg_at_k(correct),
         "pass_at_k": pass_at,
-        "stderr": _finite(normal["stderr"]),
-        "ci95": [_finite(normal["ci_low"]), _finite(normal["ci_high"])],
+        "stderr": stderr,
+        "ci95": ci95,
         "bootstrap_ci95": [boot["ci_low"], boot["ci_high"]],
         "grader_methods": dict(sorted(methods.items())),
         "n_string_fallback": sum(n for m, n in methods.items() if m.startswith(FALLBACK_PREFIX)),
@@ -412,11 +418,10 @@ def breakdown(by_problem: Mapping[str, list[bool]], key: str, problems: Sequence
 
     out = {}
     for value in sorted(groups, key=order):
-        normal = stats.mean_stderr_ci(stats.per_problem_pass1(groups[value]), bounds=(0.0, 1.0))
         out["none" if value is None else str(value)] = {
             "n_problems": len(groups[value]),
             "avg_at_k": stats.avg_at_k(groups[value]),
-            "ci95": [_finite(normal["ci_low"]), _finite(normal["ci_high"])],
+            "ci95": _pass_rate_ci95(stats.per_problem_pass1(groups[value]))[1],
         }
     return {"key": key, "groups": out}
 
