@@ -100,13 +100,12 @@ class ArithTask(Task):
             raise ValueError(f"demo_error_rate must be in [0, 1], got {demo_error_rate}")
         if max_operands < 2:
             raise ValueError(f"max_operands must be >= 2, got {max_operands}")
-        if not 0.0 < p_more <= 1.0:
-            raise ValueError(f"p_more must be in (0, 1], got {p_more}")
+        for name, value in (("p_more", p_more), ("demo_p_more", demo_p_more)):
+            if not 0.0 < value <= 1.0:
+                raise ValueError(f"{name} must be in (0, 1], got {value}")
         self.demo_error_rate = demo_error_rate
         self.max_operands = max_operands
         self.p_more = p_more
-        if not 0.0 < demo_p_more <= 1.0:
-            raise ValueError(f"demo_p_more must be in (0, 1], got {demo_p_more}")
         self.demo_p_more = demo_p_more
 
     def _draw(self, rng: random.Random, p_more: float) -> tuple[list[int], list[str]]:
@@ -128,10 +127,14 @@ class ArithTask(Task):
             meta={"operands": list(operands), "ops": list(ops), "n_operands": len(operands)},
         )
 
-    def sample_problem(self, rng: random.Random) -> Problem:
-        """A training problem; its key is the expression itself (`arith-7+5-3`)."""
-        operands, ops = self._draw(rng, self.p_more)
+    def _keyed_problem(self, rng: random.Random, p_more: float) -> Problem:
+        """A problem drawn with `p_more`, keyed by the expression itself (`arith-7+5-3`)."""
+        operands, ops = self._draw(rng, p_more)
         return self._problem(f"arith-{format_expression(operands, ops)}", operands, ops)
+
+    def sample_problem(self, rng: random.Random) -> Problem:
+        """A training problem, from the task's operand mix (`p_more`)."""
+        return self._keyed_problem(rng, self.p_more)
 
     def eval_problems(self, n: int, seed: int = 0) -> list[Problem]:
         """`n` held-out problems from the seed stream "arith-eval-<seed>" (deterministic)."""
@@ -146,8 +149,7 @@ class ArithTask(Task):
         """`n` noisy [user, assistant] conversations; see the class docstring for the noise."""
         demos = []
         for _ in range(n):
-            operands, ops = self._draw(rng, self.demo_p_more)
-            problem = self._problem(f"arith-{format_expression(operands, ops)}", operands, ops)
+            problem = self._keyed_problem(rng, self.demo_p_more)
             completion = worked_solution(
                 problem.meta["operands"], problem.meta["ops"], rng=rng, error_rate=self.demo_error_rate
             )
