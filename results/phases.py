@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -33,7 +34,9 @@ def phase_segments(rows: Sequence[dict[str, Any]], edge: int = 5) -> list[dict[s
     for row in rows:
         if row.get("drift/phase") is None or row.get("reward/style") is None:
             continue
-        phase = round(row["drift/phase"])
+        # a step straddling a switch logs its episodes' mean phase; round half up, so an even
+        # split always counts toward the new phase (Python's round() would alternate by parity)
+        phase = math.floor(row["drift/phase"] + 0.5)
         if not stretches or stretches[-1][0] != phase:
             stretches.append((phase, []))
         stretches[-1][1].append(row)

@@ -33,6 +33,15 @@ def test_a_phase_that_comes_back_is_a_new_stretch():
     assert [s["phase"] for s in phase_segments(rows)] == [0, 1, 0]
 
 
+def test_a_step_split_evenly_between_phases_counts_toward_the_new_one():
+    # mean phases 0.5 and 1.5 both straddle a switch; round() would give 0 and 2
+    rows = [
+        {"step": s, "drift/phase": p, "reward/style": 0.5, "reward/mean": 0.5}
+        for s, p in [(1, 0.0), (2, 0.5), (3, 1.0), (4, 1.5), (5, 2.0), (6, 1.25)]
+    ]
+    assert [(s["phase"], s["steps"]) for s in phase_segments(rows)] == [(0, 1), (1, 2), (2, 2), (1, 1)]
+
+
 def test_cli_table_json_and_errors(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
