@@ -1,6 +1,6 @@
 """Synthetic one-line bugs and scripted demonstrations: the warm-start recipe of `--task swe`.
 
-`make_bug(rng)` writes a tiny module (1-3 functions from `FAMILIES`, often with a docstring,
+`make_bug(rng, instance_id)` writes a tiny module (1-3 functions from `FAMILIES`, often with a docstring,
 ruff-style layout) plus its pytest file, injects a one-line bug into one function and writes
 the issue the way swe-mini does:
 
@@ -135,10 +135,9 @@ def _module(rng: random.Random) -> tuple[list[tuple[Family, str, tuple, tuple]],
     return funcs, lines, starts
 
 
-def make_bug(rng: random.Random, index: int = 0, instance_id: str | None = None) -> SyntheticBug:
-    """A random synthetic instance (deterministic in `rng`); see the module docstring. Its id
-    is `instance_id`, or "synthetic-<index>" (the demonstrations' numbering)."""
-    instance_id = instance_id or f"synthetic-{index:06d}"
+def make_bug(rng: random.Random, instance_id: str) -> SyntheticBug:
+    """A random synthetic instance named `instance_id` (deterministic in `rng`; the id is only
+    a label); see the module docstring."""
     while True:
         bug = _try_bug(rng, instance_id)
         if bug is not None:
@@ -165,7 +164,7 @@ def bug_for_id(instance_id: str) -> SyntheticBug:
     match = _GENERATED_ID.fullmatch(instance_id)
     if match is None:
         raise KeyError(f"{instance_id!r} is not a generated synthetic instance id")
-    return make_bug(random.Random(f"swe-synth/{match[1]}/{int(match[2])}"), instance_id=instance_id)
+    return make_bug(random.Random(f"swe-synth/{match[1]}/{int(match[2])}"), instance_id)
 
 
 def _with_line(lines: list[str], line_no: int, text: str) -> str:
@@ -293,7 +292,7 @@ def demonstrations(
     async def run_all():
         out = []
         for i in range(n):
-            bug = make_bug(rng, i)
+            bug = make_bug(rng, f"synthetic-{i:06d}")  # the demonstrations' own numbering
             env = SweEnv(bug.instance, runtime_for([bug]), **env_kwargs)
             out.append(await play(env, scripted_actions(bug, wrong=rng.random() < wrong_fix_rate)))
         return out

@@ -332,12 +332,12 @@ def _check(source: str, bug) -> bool:
 
 
 def test_synthetic_bugs_are_real_and_deterministic():
-    bugs = [synthetic.make_bug(random.Random(7), i) for i in range(3)]
-    again = [synthetic.make_bug(random.Random(7), i) for i in range(3)]
+    bugs = [synthetic.make_bug(random.Random(7), f"b{i}") for i in range(3)]
+    again = [synthetic.make_bug(random.Random(7), f"b{i}") for i in range(3)]
     assert [b.files for b in bugs] == [b.files for b in again]
     rng = random.Random(11)
     for i in range(60):
-        bug = synthetic.make_bug(rng, i)
+        bug = synthetic.make_bug(rng, f"b{i}")
         module = bug.files[bug.path]
         lines = module.splitlines()
         assert lines[bug.line_no - 1] != bug.fixed_line  # the bug is on the recorded line
@@ -354,7 +354,7 @@ def test_synthetic_bugs_are_real_and_deterministic():
 
 def test_buggy_module_raises_where_the_issue_says_so():
     rng = random.Random(3)
-    bugs = [synthetic.make_bug(rng, i) for i in range(300)]
+    bugs = [synthetic.make_bug(rng, f"b{i}") for i in range(300)]
     raising = [b for b in bugs if " raises " in b.instance.problem_statement]
     assert raising  # IndexError-style bugs exist
     for bug in raising[:10]:
