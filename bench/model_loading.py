@@ -25,6 +25,8 @@ def load_policy_for_run(config: RunConfig, task: Any, checkpoint: Path | None = 
         source = str(checkpoint)
     elif config.model == "tiny":
         source = str(ensure_base_checkpoint(config.task, config.task_args))
+        if note := task.tiny_model_note():
+            print(f"bench: note: {note}")
     else:
         source = config.model
     model, tokenizer = load_model_and_tokenizer(source)

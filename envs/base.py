@@ -163,6 +163,12 @@ class Task(ABC):
         trajectories per step). Tasks with a schedule over training (`envs.online.DriftingTask`)
         use it; others ignore it (an optional hook, deliberately not abstract)."""
 
+    def tiny_model_note(self) -> str | None:
+        """A known limit of the tiny base model on this task's configuration, which `bench run
+        --model tiny` prints before training (e.g. a dataset it never solves, and what to use
+        instead); None when there is none."""
+        return None
+
     def demonstrations(self, rng: random.Random, n: int) -> list[list[Message]]:
         """`n` whole conversations for supervised warm-start (`bench pretrain`).
 

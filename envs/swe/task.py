@@ -178,6 +178,16 @@ class SweTask(Task):
             key=inst.instance_id, prompt=inst.problem_statement, answer=inst.patch, meta=inst.to_record()
         )
 
+    def tiny_model_note(self) -> str | None:
+        """On swe-mini the tiny base resolves nothing (0 of its instances), so the reward stays 0:
+        say so, and point at the synthetic bugs it was warm-started on."""
+        if self.dataset != "swe-mini":
+            return None
+        return (
+            "the tiny base model resolves none of swe-mini's instances, so its reward will stay at 0; "
+            "on a CPU train it on synthetic bugs instead: --set task.dataset=swe-synth (README: SWE on CPU)"
+        )
+
     def sample_problem(self, rng: random.Random) -> Problem:
         """A uniformly drawn instance; for swe-synth a fresh bug of the "train" stream."""
         if self.dataset == "swe-synth":

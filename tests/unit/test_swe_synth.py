@@ -110,3 +110,21 @@ def test_benchmark_is_the_held_out_stream():
     assert len(problems) == 100
     assert problems[0].key == synthetic.generated_id("eval0", 0)
     assert problems[0].prompt == synthetic.bug_for_id(problems[0].key).instance.problem_statement
+
+
+def test_the_tiny_model_on_swe_mini_is_told_to_use_swe_synth(tmp_path, monkeypatch, capsys):
+    from bench import pretrain
+    from bench.config import build_config
+    from bench.model_loading import load_policy_for_run
+    from bench.models import new_tiny_model
+
+    assert "--set task.dataset=swe-synth" in SweTask().tiny_model_note()  # swe-mini: the default
+    assert SweTask(dataset="swe-synth").tiny_model_note() is None
+    model, tokenizer = new_tiny_model(0)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    monkeypatch.setattr(pretrain, "ensure_base_checkpoint", lambda task, args: tmp_path)
+    for dataset, noted in [("swe-mini", True), ("swe-synth", False)]:
+        config = build_config({"algo": "sao", "task": "swe", "task_args": {"dataset": dataset}})
+        load_policy_for_run(config, SweTask(dataset=dataset))
+        assert ("bench: note: the tiny base model resolves none" in capsys.readouterr().out) is noted
