@@ -154,7 +154,7 @@ def tiny_task(bench_names: list[str]) -> str:
     return tasks.pop()
 
 
-def resolve_model(spec: str, task: str = "arith") -> tuple[str, Path | None]:
+def resolve_model(spec: str, task: str = "arith", progress: bool = True) -> tuple[str, Path | None]:
     """(what to load: a directory or a hub id, the run directory when `spec` is one).
 
     `tiny` is the embedded model's base checkpoint for `task` (pretrained on first use).
@@ -166,7 +166,7 @@ def resolve_model(spec: str, task: str = "arith") -> tuple[str, Path | None]:
     if spec == "tiny":
         from bench.pretrain import ensure_base_checkpoint
 
-        return str(ensure_base_checkpoint(task)), None
+        return str(ensure_base_checkpoint(task, progress=progress)), None
     path = Path(spec).expanduser()
     if not path.is_dir():
         return spec, None
@@ -269,7 +269,9 @@ def eval_from_cli(args: argparse.Namespace) -> int:
         if spec.episode_task is not None:
             _check_episode_task(spec, problems[spec.name])
 
-    source, run_dir = resolve_model(args.model, tiny_task(names) if args.model == "tiny" else "arith")
+    source, run_dir = resolve_model(
+        args.model, tiny_task(names) if args.model == "tiny" else "arith", progress=not args.no_progress
+    )
     model, tokenizer = _load_model(source, args.engine, not args.no_progress)
     if args.out is not None:
         out = Path(args.out)

@@ -59,8 +59,11 @@ def _constructor_defaults(cls: type) -> dict[str, Any]:
     return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
 
 
-def ensure_base_checkpoint(task: str, task_args: dict[str, Any] | None = None, seed: int = 0) -> Path:
-    """The base checkpoint for `task`, pretraining it first if it is not cached yet."""
+def ensure_base_checkpoint(
+    task: str, task_args: dict[str, Any] | None = None, seed: int = 0, progress: bool = True
+) -> Path:
+    """The base checkpoint for `task`, pretraining it first if it is not cached yet (with a
+    progress bar unless `progress` is False)."""
     path = base_checkpoint_path(task, task_args, seed)
     if (path / "config.json").exists():
         return path
@@ -72,7 +75,7 @@ def ensure_base_checkpoint(task: str, task_args: dict[str, Any] | None = None, s
     except NotImplementedError as exc:
         raise UsageError(f"--model tiny cannot be used with task {task!r}: {exc}") from None
     print(f"bench: no tiny base checkpoint for task {task!r} yet; pretraining it (one-off, cached in {path})")
-    pretrain(task, task_args or {}, seed=seed, out=path)
+    pretrain(task, task_args or {}, seed=seed, out=path, progress=progress)
     return path
 
 

@@ -136,6 +136,11 @@ def run_from_cli(args: argparse.Namespace) -> int:
         if state.is_main_process:
             run = RunDir.create(out, config.to_dict(), config.seed)
             print(f"run directory: {run.path}")
+            if config.model == "tiny":  # pretrain a missing base once, here, so --no-progress holds
+                # and other ranks of a data-parallel launch find it cached instead of racing
+                from bench.pretrain import ensure_base_checkpoint
+
+                ensure_base_checkpoint(config.task, config.task_args, progress=not args.no_progress)
         state.wait_for_everyone()
         run = RunDir(out)
         checkpoint = None

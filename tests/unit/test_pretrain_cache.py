@@ -79,3 +79,29 @@ def test_a_changed_default_selects_a_new_base_checkpoint(monkeypatch, tmp_path):
     monkeypatch.setattr(registry, "get_task_class", lambda name: NewDrift)
     assert base_checkpoint_path("drift", {}) != old
     assert base_checkpoint_path("drift", {"answer_share": 0.5}) == old
+
+
+def test_bench_run_pretrains_a_missing_base_once_and_honours_no_progress(monkeypatch, tmp_path):
+    """The run command makes the base before training (on the main rank only), and --no-progress
+    reaches the pretraining bar, so a log of a first run is not flooded with it."""
+    import pytest
+
+    from bench import loop
+    from bench import pretrain as pretrain_module
+    from bench.cli import main
+
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
+    calls = []
+
+    def fake_pretrain(task, task_args, seed=0, out=None, progress=True, **_):
+        calls.append((task, progress))
+        raise SystemExit(0)  # stop before training: only the call matters here
+
+    monkeypatch.setattr(pretrain_module, "pretrain", fake_pretrain)
+    monkeypatch.setattr(loop, "train", lambda *a, **k: pytest.fail("trained before the base existed"))
+    for flag, progress in (["--no-progress"], False), ([], True):
+        with pytest.raises(SystemExit):
+            main(
+                ["run", "--algo", "sao", "--task", "arith", "--out", str(tmp_path / f"run{progress}"), *flag]
+            )
+        assert calls[-1] == ("arith", progress)
