@@ -73,6 +73,10 @@ class RunConfig:
         default=True,
     )
     checkpoint_every: int = doc("save a checkpoint every N steps (0 = only at the end)", default=20)
+    keep_checkpoints: int = doc(
+        "how many of the latest checkpoints a run keeps (0 = all, e.g. to evaluate intermediate ones)",
+        default=2,
+    )
     nan_patience: int = doc("stop after this many consecutive non-finite losses (each is skipped)", default=3)
     eval_every: int = doc("evaluate every N steps, and before the first (0 = never)", default=0)
     eval_bench: str = doc(
@@ -214,8 +218,8 @@ def validate(config: RunConfig) -> None:
     for name in ("steps", "trajectories_per_step", "minibatches", "engine_slots", "nan_patience"):
         if getattr(config, name) < 1:
             raise UsageError(f"{name}: must be >= 1, got {getattr(config, name)}")
-    if config.max_staleness < 0 or config.checkpoint_every < 0 or config.eval_every < 0:
-        raise UsageError("max_staleness, checkpoint_every and eval_every must be >= 0")
+    if min(config.max_staleness, config.checkpoint_every, config.keep_checkpoints, config.eval_every) < 0:
+        raise UsageError("max_staleness, checkpoint_every, keep_checkpoints and eval_every must be >= 0")
     if config.eval_every and not config.eval_bench:
         raise UsageError("eval_every is set but eval_bench is empty; name benchmarks with --eval-bench")
     if config.eval_bench:

@@ -111,15 +111,16 @@ def batch_metrics(groups: list[Group], version: int) -> dict[str, float]:
     }
 
 
-def save_checkpoint(run: RunDir, learner: Learner, tokenizer: Any, step: int) -> Path:
-    """Write policy, critic, optimizer and algorithm state atomically."""
+def save_checkpoint(run: RunDir, learner: Learner, tokenizer: Any, step: int, keep_last: int = 2) -> Path:
+    """Write policy, critic, optimizer and algorithm state atomically; keep the latest `keep_last`
+    checkpoints (0 = all)."""
     tmp = run.begin_checkpoint(step)
     learner.unwrapped_policy.save_pretrained(tmp / "policy")
     tokenizer.save_pretrained(tmp / "policy")
     if learner.unwrapped_critic is not None:
         learner.unwrapped_critic.save_pretrained(tmp / "critic")
     torch.save(learner.state_dict(), tmp / "learner.pt")
-    return run.commit_checkpoint(tmp, step)
+    return run.commit_checkpoint(tmp, step, keep_last)
 
 
 def _make_learner(config: RunConfig, resume: Path | None):
@@ -219,7 +220,7 @@ def train(
                     or learner.step == config.steps
                     or out_of_time
                 ):
-                    save_checkpoint(run, learner, tokenizer, learner.step)
+                    save_checkpoint(run, learner, tokenizer, learner.step, config.keep_checkpoints)
             _advance(bar, last, learner.step - first_step, time.perf_counter() - start)
             if out_of_time:
                 break

@@ -131,12 +131,14 @@ class RunDir:
         return tmp
 
     def commit_checkpoint(self, tmp: Path, step: int, keep_last: int = 2) -> Path:
-        """Atomically publish a checkpoint written with `begin_checkpoint`; prune old ones."""
+        """Atomically publish a checkpoint written with `begin_checkpoint`; prune all but the
+        latest `keep_last` (0 = keep every one)."""
         final = self.checkpoint_dir(step)
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
-        for old in self.list_checkpoints()[:-keep_last]:
-            shutil.rmtree(old, ignore_errors=True)
+        if keep_last > 0:
+            for old in self.list_checkpoints()[:-keep_last]:
+                shutil.rmtree(old, ignore_errors=True)
         return final
 
     def list_checkpoints(self) -> list[Path]:
