@@ -117,13 +117,13 @@ def main(argv: list[str] | None = None) -> int:
         {
             "file": r["file"],
             "k": r["k"],
-            "avg@k": f"{r['avg_at_k']:.3f}",
+            "avg@k": f"{r['avg_at_k']:.4f}",
             "vs base (points)": (
                 "base"
                 if "diff_points" not in r
                 else f"{r['diff_points']:+.1f} [{r['ci_low_points']:+.1f}, {r['ci_high_points']:+.1f}]"
             ),
-            "p": "" if "p_value" not in r else f"{r['p_value']:.3f}",
+            "p": "" if "p_value" not in r else f"{r['p_value']:.3f}" if r["p_value"] >= 0.001 else "<0.001",
         }
         for r in rows
     ]
