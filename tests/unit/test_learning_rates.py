@@ -29,7 +29,7 @@ def _resolve(algo: str, task: str, model: torch.nn.Module, **overrides) -> tuple
 
 @pytest.mark.parametrize("algo", ["sao", "grpo", "ppo"])
 def test_small_models_use_the_tasks_policy_rate_for_every_algorithm(algo):
-    assert get_task("agent").small_model_policy_lr == 5e-5
+    assert get_task("agent").small_model_policy_lr == get_task("swe").small_model_policy_lr == 5e-5
     assert _resolve(algo, "agent", SMALL) == (5e-5, SMALL_LRS["critic"])
     assert get_task("arith").small_model_policy_lr is None
     assert _resolve(algo, "arith", SMALL) == (SMALL_LRS["policy"], SMALL_LRS["critic"])
