@@ -23,7 +23,8 @@ Forward passes, by architecture:
 Sampling is per request: its own `torch.Generator(seed)` draws one uniform per token for an
 inverse-CDF draw over the (top-p truncated) sorted distribution, so a request's tokens do not
 depend on the rest of the batch or on `max_batch_size` (up to floating-point differences
-between batch shapes, which can only matter at near-exact ties).
+between batch shapes, which can only matter at near-exact ties). Large vocabularies sort only
+each row's most likely tokens and fall back to a full sort when the draw lands beyond them.
 
 Weight updates (`update_weights`) take the same lock as `step()`. On the cached path the
 K/V of in-flight sequences were computed with the old weights, so every active slot is
@@ -49,6 +50,7 @@ from bench.engines.llama_runner import _LlamaRunner
 from bench.models import pack
 
 _ONE_THREAD_MAX_HIDDEN = 256  # default: models up to this hidden size decode on one thread (CPU)
+_SAMPLE_HEAD = 128  # tokens sorted per row before falling back to a full sort (large vocabularies)
 _UNIFORM_BLOCK = 64  # uniforms drawn from a request's generator at a time (same stream as one by one)
 
 
@@ -296,15 +298,11 @@ class TorchEngine(Engine):
         else:
             logp_N_V = torch.log_softmax(logits_N_V, dim=-1)
         top_p_N = torch.tensor([a.request.sampling.top_p for a in rows], device=device)
-        sorted_logp_N_V, order_N_V = logp_N_V.sort(dim=-1, descending=True, stable=True)
-        probs_N_V = sorted_logp_N_V.exp()
-        keep_N_V = (probs_N_V.cumsum(-1) - probs_N_V) < top_p_N[:, None]  # the top token always stays
-        kept_cum_N_V = (probs_N_V * keep_N_V).cumsum(-1)
         u_N = torch.tensor([a.next_uniform() for a in rows], device=device)
-        threshold_N = u_N * kept_cum_N_V[:, -1]
-        idx_N = (kept_cum_N_V <= threshold_N[:, None]).sum(-1)  # first index whose cumsum exceeds u
-        idx_N = torch.minimum(idx_N, keep_N_V.sum(-1) - 1)
-        tokens_N = order_N_V.gather(-1, idx_N[:, None]).squeeze(-1)
+        if logp_N_V.shape[-1] > 2 * _SAMPLE_HEAD:
+            tokens_N = _inverse_cdf_head_first(logp_N_V, top_p_N, u_N)
+        else:  # a small vocabulary (the tiny model's 100) sorts in full at no real cost
+            tokens_N = _inverse_cdf_sorted(logp_N_V, top_p_N, u_N)
         if any(greedy):
             tokens_N = torch.where(torch.tensor(greedy, device=device), logits_N_V.argmax(-1), tokens_N)
         chosen_N = logp_N_V.gather(-1, tokens_N[:, None]).squeeze(-1)
@@ -324,3 +322,44 @@ class TorchEngine(Engine):
         if len(a.token_ids) >= a.max_new:
             return "length"
         return None
+
+
+# ---- sampling ---------------------------------------------------------------------------------
+def _inverse_cdf_sorted(logp_N_V: torch.Tensor, top_p_N: torch.Tensor, u_N: torch.Tensor) -> torch.Tensor:
+    """The reference draw: sort each row's distribution (descending, ties by token id), keep the
+    top-p set (a token stays while the mass before it is < top_p; the top token always stays)
+    and return the first kept token whose cumulative mass exceeds u times the kept mass."""
+    sorted_logp_N_V, order_N_V = logp_N_V.sort(dim=-1, descending=True, stable=True)
+    probs_N_V = sorted_logp_N_V.exp()
+    keep_N_V = (probs_N_V.cumsum(-1) - probs_N_V) < top_p_N[:, None]
+    kept_cum_N_V = (probs_N_V * keep_N_V).cumsum(-1)
+    threshold_N = u_N * kept_cum_N_V[:, -1]
+    idx_N = (kept_cum_N_V <= threshold_N[:, None]).sum(-1)  # first index whose cumsum exceeds u
+    idx_N = torch.minimum(idx_N, keep_N_V.sum(-1) - 1)
+    return order_N_V.gather(-1, idx_N[:, None]).squeeze(-1)
+
+
+def _inverse_cdf_head_first(logp_N_V: torch.Tensor, top_p_N: torch.Tensor, u_N: torch.Tensor) -> torch.Tensor:
+    """The same draw as `_inverse_cdf_sorted`, but sorting only each row's `_SAMPLE_HEAD` most
+    likely tokens (a partial top-k instead of a full sort of a 50k vocabulary, which cost a
+    quarter of a SmolLM2 decode step). A row is decided in the head when its top-p set ends
+    there (its kept mass is then known), or when it keeps everything (top_p >= 1: the kept mass
+    is the total) and u lands inside the head's mass. Only the other rows, u deep in the tail
+    of a flat distribution, fall back to the full sort. The drawn distribution is the same; a
+    draw can differ from the full sort's only when u lies within float rounding of a boundary
+    (the total is summed in vocabulary order here, in sorted order there) or at exact ties."""
+    head_logp_N_K, head_ids_N_K = logp_N_V.topk(_SAMPLE_HEAD, dim=-1)  # sorted, most likely first
+    probs_N_K = head_logp_N_K.exp()
+    keep_N_K = (probs_N_K.cumsum(-1) - probs_N_K) < top_p_N[:, None]
+    kept_cum_N_K = (probs_N_K * keep_N_K).cumsum(-1)
+    kept_N = keep_N_K.sum(-1)
+    ends_in_head_N = kept_N < _SAMPLE_HEAD
+    mass_N = torch.where(ends_in_head_N, kept_cum_N_K[:, -1], logp_N_V.exp().sum(-1))
+    idx_N = (kept_cum_N_K <= (u_N * mass_N)[:, None]).sum(-1)
+    decided_N = ends_in_head_N | ((top_p_N >= 1.0) & (idx_N < _SAMPLE_HEAD))
+    idx_N = torch.minimum(idx_N, kept_N - 1)
+    tokens_N = head_ids_N_K.gather(-1, idx_N[:, None]).squeeze(-1)
+    if not bool(decided_N.all()):
+        tail_N = (~decided_N).nonzero().squeeze(-1)
+        tokens_N[tail_N] = _inverse_cdf_sorted(logp_N_V[tail_N], top_p_N[tail_N], u_N[tail_N])
+    return tokens_N
