@@ -66,6 +66,12 @@ class RunConfig:
     )
     grad_clip: float = doc("max global grad norm for policy and critic", default=1.0)
     minibatches: int = doc("optimizer steps per batch of trajectories (1 = one update per batch)", default=1)
+    learner_chunk_tokens: int = doc(
+        "padded tokens per learner forward/backward; a minibatch with more runs in chunks whose gradients "
+        "add up to exactly the same update (one extra no-grad forward), bounding memory; 0 = from the model's "
+        "size, ~4 GiB of activations (the tiny model never chunks, SmolLM2-135M ~1,800 tokens)",
+        default=0,
+    )
     temperature: float = doc("sampling temperature of rollouts", default=1.0)
     top_p: float = doc("nucleus sampling threshold of rollouts", default=1.0)
     max_new_tokens: int | None = doc("tokens per assistant turn (default: the task's)", default=None)
@@ -221,8 +227,16 @@ def validate(config: RunConfig) -> None:
     for name in ("steps", "trajectories_per_step", "minibatches", "engine_slots", "nan_patience"):
         if getattr(config, name) < 1:
             raise UsageError(f"{name}: must be >= 1, got {getattr(config, name)}")
-    if min(config.max_staleness, config.checkpoint_every, config.keep_checkpoints, config.eval_every) < 0:
-        raise UsageError("max_staleness, checkpoint_every, keep_checkpoints and eval_every must be >= 0")
+    non_negative = (
+        "max_staleness",
+        "checkpoint_every",
+        "keep_checkpoints",
+        "eval_every",
+        "learner_chunk_tokens",
+    )
+    for name in non_negative:
+        if getattr(config, name) < 0:
+            raise UsageError(f"{name}: must be >= 0, got {getattr(config, name)}")
     if config.eval_every and not config.eval_bench:
         raise UsageError("eval_every is set but eval_bench is empty; name benchmarks with --eval-bench")
     if config.eval_bench:

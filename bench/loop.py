@@ -144,6 +144,7 @@ def _make_learner(config: RunConfig, resume: Path | None):
         config.temperature,
         config.nan_patience,
         accelerator,
+        chunk_tokens=config.learner_chunk_tokens,
     )
     if resume is not None:
         if learner.unwrapped_critic is not None:

@@ -294,6 +294,34 @@ class BucketedBatch:
             stitched.append(torch.cat(padded)[inverse.to(padded[0].device)])
         return stitched[0] if single else tuple(stitched)
 
+    def token_chunks(self, max_tokens: int) -> list[torch.Tensor]:
+        """Row indices cut into chunks of at most `max_tokens` padded tokens (rows taken shortest
+        first, a chunk costing its row count times its longest row; a row longer than the budget
+        is a chunk of its own). One chunk, all rows in order, when the batch fits."""
+        lengths = [len(p) + len(r) for p, r in zip(self.prompts, self.responses, strict=True)]
+        if len(lengths) * max(lengths, default=0) <= max_tokens:
+            return [torch.arange(len(lengths))]
+        chunks: list[list[int]] = [[]]
+        for i in sorted(range(len(lengths)), key=lambda n: lengths[n]):
+            if chunks[-1] and (len(chunks[-1]) + 1) * lengths[i] > max_tokens:
+                chunks.append([])
+            chunks[-1].append(i)
+        return [torch.tensor(c) for c in chunks]
+
+    def map_chunks(self, chunks: list[torch.Tensor], fn: Any) -> Any:
+        """`map(fn)` run one chunk of rows at a time (`token_chunks`), stitched back to [B, T] in
+        batch order: the same results, with the activation memory of one chunk."""
+        if len(chunks) == 1:
+            return self.map(fn)
+        outs = [self.select(rows).map(fn) for rows in chunks]
+        single = not isinstance(outs[0], tuple)
+        inverse = torch.empty(self.batch_size, dtype=torch.long)
+        inverse[torch.cat(chunks)] = torch.arange(self.batch_size)
+        stitched = []
+        for parts in zip(*[(o,) if single else o for o in outs], strict=True):
+            stitched.append(None if parts[0] is None else torch.cat(parts)[inverse.to(parts[0].device)])
+        return stitched[0] if single else tuple(stitched)
+
     def select(self, rows: torch.Tensor) -> BucketedBatch:
         """The sub-batch of `rows` (a minibatch), bucketed on its own, results still [b, T]."""
         picked = rows.tolist()
@@ -304,6 +332,26 @@ class BucketedBatch:
             self.bucketed,
             self.response_len,
         )
+
+
+LEARNER_ACTIVATION_BYTES = 4 << 30  # activation memory one learner forward/backward aims to stay under
+
+
+def learner_chunk_tokens(model: nn.Module) -> int:
+    """Padded tokens per learner forward/backward that keep its activations near
+    `LEARNER_ACTIVATION_BYTES`, from a per-token estimate in float32: what each layer saves for
+    backward (~12 hidden-sized and 4 intermediate-sized vectors) plus ~4 vocabulary-sized copies
+    of the logits (logits, log-softmax, softmax for the entropy, their gradient). The tiny model
+    gets ~85k tokens (it never chunks); SmolLM2-135M (30 layers, a 49k vocabulary) ~1,800."""
+    config = getattr(model, "config", None)
+    layers = getattr(config, "num_hidden_layers", None)
+    hidden = getattr(config, "hidden_size", None)
+    if not (layers and hidden):  # an unfamiliar config: no estimate, no chunking
+        return 1 << 62
+    intermediate = getattr(config, "intermediate_size", None) or 4 * hidden
+    vocab = getattr(config, "vocab_size", None) or 0
+    per_token = 4 * (layers * (12 * hidden + 4 * intermediate) + 4 * vocab)
+    return max(256, LEARNER_ACTIVATION_BYTES // per_token)
 
 
 def _accepts_logits_to_keep(model: nn.Module) -> bool:

@@ -3,12 +3,21 @@
 It supplies each plugin exactly the optional inputs it declares (`Algorithm.needs`) and never
 looks at the algorithm's name. accelerate wraps models and optimizers, so the same code runs
 single-process (default) or data-parallel under `accelerate launch`.
+
+Memory: a batch above the learner's token budget (`chunk_tokens`, by default from the model's
+size, see `bench.models.learner_chunk_tokens`) is never run through a model in one piece. Its
+no-grad passes go chunk by chunk, and its updates take the loss's gradient with respect to the
+model outputs (log-probs or values) from a no-grad pass, then back-propagate that gradient
+through each chunk's forward in turn: by the chain rule the accumulated parameter gradient is
+exactly the whole batch's, for any plugin loss, at the cost of one extra forward.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +25,7 @@ import torch
 
 from algorithms.base import Algorithm, CriticLossInputs, PolicyLossInputs, Trajectories
 from bench.errors import RunStopped
-from bench.models import BucketedBatch, ValueModel, freeze_attention, response_logprobs
+from bench.models import BucketedBatch, ValueModel, freeze_attention, learner_chunk_tokens, response_logprobs
 from bench.rollout import Trajectory
 
 
@@ -100,8 +109,11 @@ class Learner:
         temperature: float,
         nan_patience: int,
         accelerator: Any | None = None,
+        chunk_tokens: int = 0,
     ) -> None:
+        """`chunk_tokens`: padded tokens per forward/backward (0: `learner_chunk_tokens(policy)`)."""
         self.algo, self.grad_clip, self.minibatches = algo, grad_clip, minibatches
+        self.chunk_tokens = chunk_tokens or learner_chunk_tokens(policy)
         self.temperature, self.nan_patience = temperature, nan_patience
         self.accelerator = accelerator or make_accelerator()
         self.ref = None
@@ -138,7 +150,10 @@ class Learner:
 
     def _no_grad_logp(self, model: torch.nn.Module, rows: BucketedBatch) -> torch.Tensor:
         with torch.no_grad():
-            return rows.map(lambda packed: response_logprobs(model, packed, temperature=self.temperature)[0])
+            return rows.map_chunks(
+                rows.token_chunks(self.chunk_tokens),
+                lambda packed: response_logprobs(model, packed, temperature=self.temperature)[0],
+            )
 
     def train_step(self, batch: LearnerBatch) -> dict[str, float]:
         """One learner step on a batch: advantages, K critic updates, one policy update."""
@@ -148,7 +163,10 @@ class Learner:
         if algo.critic is not None:  # values are the critic's; `needs` "values" implies a critic
             # the first critic update's forward, kept with its graph: its detached values are the
             # pre-update values the advantages need, so no separate no-grad value pass is run
-            first_values_B_T = batch.rows.map(self.critic)  # [B, T]
+            # (above the token budget it is a no-grad pass, chunk by chunk, and updates chunk too)
+            chunks = batch.rows.token_chunks(self.chunk_tokens)
+            with torch.no_grad() if len(chunks) > 1 else nullcontext():
+                first_values_B_T = batch.rows.map_chunks(chunks, self.critic)  # [B, T]
             old_values_B_T = first_values_B_T.detach() * batch.action_mask_B_T  # [B, T]
             traj.values_B_T = old_values_B_T
         adv = algo.advantages(traj)
@@ -166,12 +184,24 @@ class Learner:
         self, batch: LearnerBatch, first_values_B_T, old_values_B_T, returns_B_T
     ) -> dict[str, float]:
         out: dict[str, float] = {}
+        rows = batch.rows
+        chunks = rows.token_chunks(self.chunk_tokens)
         for k in range(self.algo.critic.updates_per_step):
-            values_B_T = first_values_B_T if k == 0 else batch.rows.map(self.critic)  # [B, T]
+            if len(chunks) == 1:
+                values_B_T = first_values_B_T if k == 0 else rows.map(self.critic)  # [B, T]
+            else:  # a leaf: the loss's gradient w.r.t. the values goes back through each chunk
+                with torch.no_grad():
+                    values_B_T = first_values_B_T if k == 0 else rows.map_chunks(chunks, self.critic)
+                values_B_T = values_B_T.detach().requires_grad_(True)
             res = self.algo.critic_loss(
                 CriticLossInputs(values_B_T, old_values_B_T, returns_B_T, batch.action_mask_B_T)
             )
-            grad_norm = self._optimize(res.loss, self.critic, self.critic_opt)
+            grad_norm = self._optimize(
+                res.loss,
+                self.critic,
+                self.critic_opt,
+                self._chunked(rows, chunks, values_B_T, self.critic, self.critic),
+            )
             out = {**res.metrics, "value/grad_norm": float("nan") if grad_norm is None else grad_norm}
         return out
 
@@ -189,11 +219,16 @@ class Learner:
         updated = False
         for chunk in chunks:
             mb = rows if len(chunks) == 1 else rows.select(chunk)
-            logp_B_T, entropy_B_T = mb.map(
-                lambda packed: response_logprobs(
-                    self.policy, packed, temperature=self.temperature, with_entropy=True
+            token_chunks = mb.token_chunks(self.chunk_tokens)
+            with torch.no_grad() if len(token_chunks) > 1 else nullcontext():
+                logp_B_T, entropy_B_T = mb.map_chunks(
+                    token_chunks,
+                    lambda packed: response_logprobs(
+                        self.policy, packed, temperature=self.temperature, with_entropy=True
+                    ),
                 )
-            )
+            if len(token_chunks) > 1:  # a leaf, as for the critic above
+                logp_B_T = logp_B_T.detach().requires_grad_(True)
             same_step_old = logp_B_T.detach() if "old_logp" in needs else None  # [B, T]
             res = self.algo.policy_loss(
                 PolicyLossInputs(
@@ -207,7 +242,11 @@ class Learner:
                     max_response_tokens=batch.traj.max_response_tokens,
                 )
             )
-            grad_norm = self._optimize(res.loss, self.policy, self.policy_opt)
+            logp_only = lambda packed: response_logprobs(  # noqa: E731
+                self.policy, packed, temperature=self.temperature
+            )[0]
+            chunked = self._chunked(mb, token_chunks, logp_B_T, self.policy, logp_only)
+            grad_norm = self._optimize(res.loss, self.policy, self.policy_opt, chunked)
             updated |= grad_norm is not None
             step_metrics = {
                 **res.metrics,
@@ -219,8 +258,38 @@ class Learner:
             self.version += 1
         return sums
 
-    def _optimize(self, loss: torch.Tensor, model, optimizer) -> float | None:
-        """Backward, clip, step; skip (and count) a non-finite loss or gradient.
+    def _chunked(
+        self,
+        rows: BucketedBatch,
+        chunks: list[torch.Tensor],
+        outputs_B_T: torch.Tensor,
+        model: torch.nn.Module,
+        forward: Callable,
+    ) -> Callable[[torch.Tensor], None] | None:
+        """The backward of a loss over `outputs_B_T` (a leaf from a no-grad pass) run chunk by
+        chunk through `forward` (a PackedBatch -> [b, T] function of the model), or None when the
+        rows are one chunk and the plain backward applies. Gradients accumulate locally and are
+        all-reduced once, on each rank's last chunk, so ranks with different chunk counts agree."""
+        if len(chunks) == 1:
+            return None
+
+        def backward(loss: torch.Tensor) -> None:
+            (grad_B_T,) = torch.autograd.grad(loss, outputs_B_T, allow_unused=True)  # d loss / d outputs
+            if grad_B_T is None:  # a loss that does not depend on the outputs: no gradient
+                return
+            for i, rows_in_chunk in enumerate(chunks):
+                last = i == len(chunks) - 1
+                with nullcontext() if last else self.accelerator.no_sync(model):
+                    out_b_T = rows.select(rows_in_chunk).map(forward)
+                    self.accelerator.backward((out_b_T * grad_B_T[rows_in_chunk.to(grad_B_T.device)]).sum())
+
+        return backward
+
+    def _optimize(
+        self, loss: torch.Tensor, model, optimizer, backward: Callable[[torch.Tensor], None] | None = None
+    ) -> float | None:
+        """Backward (`backward(loss)` when given, e.g. a chunked one), clip, step; skip (and
+        count) a non-finite loss or gradient.
 
         The finiteness check is agreed across ranks: if one rank skipped its backward while
         the others ran theirs, the gradient all-reduce would wait forever."""
@@ -231,7 +300,10 @@ class Learner:
             finite = (finite >= self.accelerator.num_processes).float()
         if not bool(finite.item()):
             return self._nonfinite()
-        self.accelerator.backward(loss)
+        if backward is None:
+            self.accelerator.backward(loss)
+        else:
+            backward(loss)
         grad_norm = float(self.accelerator.clip_grad_norm_(model.parameters(), self.grad_clip))
         if not math.isfinite(grad_norm):
             optimizer.zero_grad(set_to_none=True)
