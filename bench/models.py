@@ -334,7 +334,9 @@ class BucketedBatch:
         )
 
 
-LEARNER_ACTIVATION_BYTES = 4 << 30  # activation memory one learner forward/backward aims to stay under
+# activation memory one learner forward/backward aims to stay under: a third of this 24 GiB machine,
+# leaving room for the weights, optimizer state, a critic and the engine's copy
+LEARNER_ACTIVATION_BYTES = 8 << 30
 
 
 def learner_chunk_tokens(model: nn.Module) -> int:
@@ -342,7 +344,7 @@ def learner_chunk_tokens(model: nn.Module) -> int:
     `LEARNER_ACTIVATION_BYTES`, from a per-token estimate in float32: what each layer saves for
     backward (~12 hidden-sized and 4 intermediate-sized vectors) plus ~4 vocabulary-sized copies
     of the logits (logits, log-softmax, softmax for the entropy, their gradient). The tiny model
-    gets ~85k tokens (it never chunks); SmolLM2-135M (30 layers, a 49k vocabulary) ~1,800."""
+    gets ~170k tokens (it never chunks); SmolLM2-135M (30 layers, a 49k vocabulary) ~3,650."""
     config = getattr(model, "config", None)
     layers = getattr(config, "num_hidden_layers", None)
     hidden = getattr(config, "hidden_size", None)
