@@ -364,6 +364,60 @@ def _accepts_logits_to_keep(model: nn.Module) -> bool:
         return False
 
 
+_VOCAB_BLOCK_FLOATS = 1 << 21  # [rows, T, V] logits handled per block: 8 MB of float32, cache-sized
+
+
+class _TokenLogprobs(torch.autograd.Function):
+    """log p(target) (differentiable) and the entropy (not) of every [B, T, V] logits row, at a
+    temperature, in float32, a block of batch rows at a time.
+
+    What plain autograd would do in ~10 passes over the whole [B, T, V] tensor in memory (float
+    copy, logsumexp, gather, softmax for the entropy; in backward the log-sum-exp gradient, the
+    gather's zero-filled scatter and their sum) is here ~5 passes over one cache-sized block at a
+    time, and nothing vocabulary-sized is saved for backward but the logits themselves. On
+    SmolLM2's 49k vocabulary at 64 x 33 tokens: 0.4 s instead of 1.8 s, forward and backward.
+    Backward: d log p(y) / d z = (onehot(y) - softmax(z / t)) / t.
+    """
+
+    @staticmethod
+    def forward(ctx, logits_B_T_V, targets_B_T, temperature: float, with_entropy: bool):
+        B, T, V = logits_B_T_V.shape
+        rows = max(1, _VOCAB_BLOCK_FLOATS // max(T * V, 1))
+        logp_B_T = torch.empty((B, T), dtype=torch.float32, device=logits_B_T_V.device)
+        lse_B_T = torch.empty_like(logp_B_T)
+        entropy_B_T = torch.empty_like(logp_B_T) if with_entropy else None
+        for s in range(0, B, rows):
+            z = logits_B_T_V[s : s + rows].float()
+            if temperature != 1.0:
+                z = z / temperature
+            lse = torch.logsumexp(z, dim=-1)
+            lse_B_T[s : s + rows] = lse
+            logp_B_T[s : s + rows] = z.gather(-1, targets_B_T[s : s + rows, :, None]).squeeze(-1) - lse
+            if entropy_B_T is not None:  # H = logZ - E_p[z]
+                entropy_B_T[s : s + rows] = lse - (z - lse[..., None]).exp_().mul_(z).sum(-1)
+        ctx.save_for_backward(logits_B_T_V, targets_B_T, lse_B_T)
+        ctx.temperature, ctx.rows = temperature, rows
+        if entropy_B_T is not None:
+            ctx.mark_non_differentiable(entropy_B_T)
+        return logp_B_T, entropy_B_T
+
+    @staticmethod
+    def backward(ctx, grad_logp_B_T, _grad_entropy):
+        logits_B_T_V, targets_B_T, lse_B_T = ctx.saved_tensors
+        t, rows = ctx.temperature, ctx.rows
+        grad_B_T_V = torch.empty(logits_B_T_V.shape, dtype=logits_B_T_V.dtype, device=logits_B_T_V.device)
+        g_B_T = grad_logp_B_T.float() / t
+        for s in range(0, logits_B_T_V.shape[0], rows):
+            z = logits_B_T_V[s : s + rows].float()
+            if t != 1.0:
+                z = z / t
+            g = g_B_T[s : s + rows, :, None]
+            block = (z - lse_B_T[s : s + rows, :, None]).exp_().mul_(-g)  # -softmax * g
+            block.scatter_add_(-1, targets_B_T[s : s + rows, :, None], g)  # + onehot * g
+            grad_B_T_V[s : s + rows] = block
+        return grad_B_T_V, None, None, None
+
+
 def response_logprobs(
     model: nn.Module, batch: PackedBatch, temperature: float = 1.0, with_entropy: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -392,24 +446,14 @@ def response_logprobs(
     )
     logits = out.logits  # [B, T+1, V] with logits_to_keep, else [B, P+T, V]
     logits_B_T_V = logits[:, -(T + 1) : -1] if kwargs else logits[:, P - 1 : P + T - 1]
-    # every op here is a pass over [B, T, V] (and another in backward): skip the ones that change
-    # nothing, which matters for a real vocabulary (49k tokens: ~0.4 GB per pass at 64 x 32)
-    scaled_B_T_V = logits_B_T_V.float()
-    if temperature != 1.0:
-        scaled_B_T_V = scaled_B_T_V / temperature
-    lse_B_T = torch.logsumexp(scaled_B_T_V, dim=-1)
     targets_B_T = batch.input_ids_B_L[:, P:]
-    logp_B_T = scaled_B_T_V.gather(-1, targets_B_T.unsqueeze(-1)).squeeze(-1) - lse_B_T
+    logp_B_T, entropy_B_T = _TokenLogprobs.apply(logits_B_T_V, targets_B_T, temperature, with_entropy)
     mask_B_T = batch.response_mask_B_T > 0
     zero = torch.zeros((), device=device)
     # torch.where, not multiplication: padding columns may hold non-finite garbage
     logp_B_T = torch.where(mask_B_T, logp_B_T, zero)
-    entropy_B_T = None
-    if with_entropy:  # a statistic, never differentiated: no graph, no saved [B, T, V] tensors
-        with torch.no_grad():
-            probs_B_T_V = torch.softmax(scaled_B_T_V, dim=-1)
-            entropy_B_T = lse_B_T - (probs_B_T_V * scaled_B_T_V).sum(-1)  # H = logZ - E_p[z]
-            entropy_B_T = torch.where(mask_B_T, entropy_B_T, zero)
+    if entropy_B_T is not None:
+        entropy_B_T = torch.where(mask_B_T, entropy_B_T, zero)
     return logp_B_T, entropy_B_T
 
 
