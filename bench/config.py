@@ -69,7 +69,7 @@ class RunConfig:
     learner_chunk_tokens: int = doc(
         "padded tokens per learner forward/backward; a minibatch with more runs in chunks whose gradients "
         "add up to exactly the same update (one extra no-grad forward), bounding memory; 0 = from the model's "
-        "size, ~8 GiB of activations (the tiny model never chunks, SmolLM2-135M ~3,600 tokens)",
+        "size, ~8 GiB of activations (the tiny model never chunks, SmolLM2-135M ~4,400 tokens)",
         default=0,
     )
     temperature: float = doc("sampling temperature of rollouts", default=1.0)
