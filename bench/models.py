@@ -279,9 +279,14 @@ class BucketedBatch:
     def map(self, fn: Any) -> Any:
         """`fn(PackedBatch)` -> a [b, T_bucket] tensor or a tuple of them (None entries pass
         through); returns the same structure stitched to [B, T] in batch order."""
-        outs = [fn(packed) for _, packed in self.buckets]
+        return self._stitch([fn(packed) for _, packed in self.buckets], [rows for rows, _ in self.buckets])
+
+    def _stitch(self, outs: list[Any], groups: list[torch.Tensor]) -> Any:
+        """Results of disjoint groups of rows (`groups[i]` the batch rows of `outs[i]`, each a
+        [b, T_i] tensor or a tuple of them; None entries pass through), padded to [b, T] and put
+        back in batch order."""
         single = not isinstance(outs[0], tuple)
-        order = torch.cat([rows for rows, _ in self.buckets])
+        order = torch.cat(groups)
         inverse = torch.empty_like(order)
         inverse[order] = torch.arange(len(order))
         T = self.response_len
@@ -313,14 +318,7 @@ class BucketedBatch:
         batch order: the same results, with the activation memory of one chunk."""
         if len(chunks) == 1:
             return self.map(fn)
-        outs = [self.select(rows).map(fn) for rows in chunks]
-        single = not isinstance(outs[0], tuple)
-        inverse = torch.empty(self.batch_size, dtype=torch.long)
-        inverse[torch.cat(chunks)] = torch.arange(self.batch_size)
-        stitched = []
-        for parts in zip(*[(o,) if single else o for o in outs], strict=True):
-            stitched.append(None if parts[0] is None else torch.cat(parts)[inverse.to(parts[0].device)])
-        return stitched[0] if single else tuple(stitched)
+        return self._stitch([self.select(rows).map(fn) for rows in chunks], chunks)
 
     def select(self, rows: torch.Tensor) -> BucketedBatch:
         """The sub-batch of `rows` (a minibatch), bucketed on its own, results still [b, T]."""
