@@ -45,6 +45,7 @@ def test_recipe_batch_size_comes_from_the_task_and_the_cli_guards_the_cache(monk
         (["--batch-size", "8"], "--batch-size other than the arith recipe's 64 needs --out"),
         (["--batch-size", "0"], "--batch-size must be >= 1"),
         (["--steps", "5"], "--steps other than the arith recipe's 1000 needs --out"),
+        (["--precision", "bf16"], "--precision other than the arith recipe's fp32 needs --out"),
     ):
         with pytest.raises(UsageError, match=message):
             pretrain_module.pretrain_from_cli(parser.parse_args(argv))
@@ -57,6 +58,37 @@ def test_a_task_recipe_change_selects_a_new_base_checkpoint(monkeypatch, tmp_pat
     before = base_checkpoint_path("swe", {})
     monkeypatch.setattr(get_task_class("swe"), "pretrain_steps", get_task_class("swe").pretrain_steps + 1)
     assert base_checkpoint_path("swe", {}) != before
+
+
+def test_bf16_pretraining_saves_a_float32_model_close_to_the_float32_recipe(tmp_path):
+    """Two steps under bfloat16 autocast move the weights like float32 steps do, up to the
+    autocast's rounding; the saved model is float32 with the tiny model's own attention."""
+    import pytest
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from bench import pretrain as pretrain_module
+    from bench.models import new_tiny_model
+
+    params = {}
+    for precision in ("fp32", "bf16"):
+        out = tmp_path / precision
+        info = pretrain_module.pretrain(
+            "arith", {}, steps=2, batch_size=8, precision=precision, n_examples=64, out=out, progress=False
+        )
+        assert info["precision"] == precision
+        model = AutoModelForCausalLM.from_pretrained(out)
+        assert model.config._attn_implementation == "sdpa"
+        params[precision] = torch.cat([p.detach().flatten() for p in model.parameters()])
+        assert params[precision].dtype == torch.float32
+    start = torch.cat([p.detach().flatten() for p in new_tiny_model(0)[0].parameters()])
+    step_bf16, step_fp32 = params["bf16"] - start, params["fp32"] - start
+    # autocast took effect (the updates differ), and the bf16 update is the float32 one up to
+    # rounding: AdamW's normalised steps (~lr each) mostly keep their size and sign
+    assert not torch.equal(step_bf16, step_fp32)
+    assert torch.nn.functional.cosine_similarity(step_bf16, step_fp32, dim=0) > 0.99  # measured 0.998
+    with pytest.raises(ValueError, match="precision must be one of fp32, bf16"):
+        pretrain_module.pretrain("arith", {}, steps=1, precision="fp16", progress=False)
 
 
 def test_a_changed_default_selects_a_new_base_checkpoint(monkeypatch, tmp_path):
