@@ -240,7 +240,7 @@ def add_pretrain_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--precision",
         choices=PRECISIONS,
-        default=None,
+        default="fp32",
         help="fp32 (the recipes'), or bf16: forward passes under bfloat16 autocast, weights, optimizer "
         "and loss in float32; ~1.5x faster on CPUs with bfloat16 instructions, but arith's bf16 base "
         "gained less from RL (README); a non-default value needs --out (default: fp32)",
@@ -278,7 +278,7 @@ def pretrain_from_cli(args: argparse.Namespace) -> int:
         out=out,
         steps=args.steps,
         batch_size=args.batch_size,
-        precision=args.precision or "fp32",
+        precision=args.precision,
     )
     print(json.dumps({**info, "path": str(out)}, indent=2))
     return 0
