@@ -17,11 +17,12 @@ of the previous position, the same alignment as `logp_B_T`).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
+
+from algorithms.fields import doc  # noqa: F401 - re-exported: plugins import it from here
 
 # Optional inputs a plugin may declare in `Algorithm.needs`; the loop supplies exactly these.
 #   values   -> critic values at rollout time (Trajectories.values_B_T); implies a critic
@@ -99,22 +100,6 @@ class CriticSettings:
     warmup_steps: int = 0  # critic-only steps before the policy starts to move
     freeze_attention: bool = False  # freeze the critic's attention modules during RL
     lr: float = 5e-6  # critic learning rate
-
-
-def doc(text: str, **kwargs: Any) -> Any:
-    """A dataclass field whose help text is kept in metadata (shown by `bench algos`)."""
-    return field(metadata={"help": text}, **kwargs)
-
-
-def config_fields(config_cls: type) -> list[dict[str, Any]]:
-    """Describe a config dataclass: name, type, default and help text of each field."""
-    out = []
-    for f in dataclasses.fields(config_cls):
-        default = f.default if f.default is not dataclasses.MISSING else None
-        out.append(
-            {"name": f.name, "type": str(f.type), "default": default, "help": f.metadata.get("help", "")}
-        )
-    return out
 
 
 class Algorithm:

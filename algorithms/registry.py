@@ -1,5 +1,7 @@
 """The algorithm registry: built-ins in an explicit lazily-loaded table, external plugins
-through the `bench.algorithms` entry-point group or a module path (`--plugin`).
+through the `bench.algorithms` entry-point group or a module path (`--plugin`). The same
+vocabulary as the task and benchmark registries: `names()`, `check(name)`, `get(name)`,
+`describe(name)`.
 
 Nothing here imports a plugin until it is asked for, so `import algorithms.registry` stays
 cheap. Duplicate names are rejected; unknown names get "did you mean ...? available: ...".
@@ -12,8 +14,10 @@ import importlib
 import inspect
 from dataclasses import dataclass
 from importlib import metadata
+from typing import TYPE_CHECKING
 
-from algorithms.base import Algorithm
+if TYPE_CHECKING:  # algorithms.base imports torch: only the loaders below need it
+    from algorithms.base import Algorithm
 
 ENTRY_POINT_GROUP = "bench.algorithms"
 
@@ -45,6 +49,8 @@ _entries: dict[str, _Entry] | None = None
 
 
 def _load_target(target: str) -> type[Algorithm]:
+    from algorithms.base import Algorithm
+
     module_name, _, attr = target.partition(":")
     try:
         cls = getattr(importlib.import_module(module_name), attr)
@@ -84,6 +90,8 @@ def reset() -> None:
 def load_plugin_module(module_path: str) -> list[str]:
     """Import a user module (`--plugin my_pkg.my_algo`) and register every Algorithm
     subclass it defines. Returns the names registered."""
+    from algorithms.base import Algorithm
+
     try:
         module = importlib.import_module(module_path)
     except ImportError as exc:
@@ -107,14 +115,20 @@ def names() -> list[str]:
     return list(_table())
 
 
-def get(name: str) -> type[Algorithm]:
-    """The algorithm class registered under `name` (loaded now if it was not yet)."""
+def check(name: str) -> None:
+    """Raise RegistryError for a name that is not registered, without loading any plugin:
+    "unknown algorithm 'x'; did you mean 'y'? available: a, b"."""
     table = _table()
-    entry = table.get(name)
-    if entry is None:
+    if name not in table:
         close = difflib.get_close_matches(name, list(table), n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise RegistryError(f"unknown algorithm {name!r}; {hint}available: {', '.join(table)}")
+
+
+def get(name: str) -> type[Algorithm]:
+    """The algorithm class registered under `name` (loaded now if it was not yet)."""
+    check(name)
+    entry = _table()[name]
     if entry.cls is None:
         entry.cls = _load_target(entry.target)
         if entry.cls.name != name:

@@ -1,85 +1,17 @@
-"""The `bench` command line: `bench algos`, `bench tasks`, `bench run`, `bench pretrain`, `bench perf`.
-
-Each subcommand's handler imports what it needs lazily, so `bench --help` and `bench algos`
-start fast. A user mistake (unknown name, bad config value, missing file) ends with a
-one-line `bench: error: ...` and exit code 2, never a traceback.
+"""The `bench` command line. Each subcommand lives in `bench.commands.<name>` (its options and
+its handler, which imports what it needs lazily), so `bench --help` and a bad name answer fast.
+A user mistake (unknown name, bad config value, missing file) ends with a one-line
+`bench: error: ...` and exit code 2, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
 import sys
 
+from bench.commands import COMMANDS
 from bench.errors import RunStopped, UsageError
-from bench.tables import print_table
-
-
-def cmd_algos(args: argparse.Namespace) -> int:
-    """List every registered algorithm."""
-    from algorithms import registry
-
-    for module in args.plugin or []:
-        registry.load_plugin_module(module)
-    rows = [registry.describe(name) for name in registry.names()]
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    for r in rows:
-        r["critic"] = "yes" if r["critic"] else "no"
-        r["presets"] = ",".join(r["presets"]) or "-"
-    print_table(rows, ["name", "rollouts_per_prompt", "critic", "presets", "source", "summary"])
-    return 0
-
-
-def cmd_tasks(args: argparse.Namespace) -> int:
-    """List every registered task."""
-    from envs import registry
-
-    rows = registry.describe_tasks()
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    print_table(rows, ["name", "default_runtime", "summary"])
-    return 0
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    """Train one algorithm on one task (see `bench run --help`)."""
-    from bench.run import run_from_cli
-
-    return run_from_cli(args)
-
-
-def cmd_pretrain(args: argparse.Namespace) -> int:
-    """Build the tiny model's base checkpoint for a task."""
-    from bench.pretrain import pretrain_from_cli
-
-    return pretrain_from_cli(args)
-
-
-def cmd_eval(args: argparse.Namespace) -> int:
-    """Evaluate a checkpoint on benchmarks (see `bench eval --help`)."""
-    from bench.eval_cli import eval_from_cli
-
-    return eval_from_cli(args)
-
-
-def cmd_perf(args: argparse.Namespace) -> int:
-    """Run the performance benchmarks and print one JSON object."""
-    from bench.perf import perf_from_cli
-
-    return perf_from_cli(args)
-
-
-def _add_plugin_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--plugin",
-        action="append",
-        metavar="MODULE",
-        help="import MODULE (a dotted path on PYTHONPATH) and register the Algorithm classes it "
-        "defines; may be given several times",
-    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -98,43 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
         "under one asynchronous training loop.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    p = sub.add_parser("algos", help="list registered algorithms")
-    p.add_argument("--json", action="store_true", help="print the list as JSON instead of a table")
-    _add_plugin_option(p)
-    p.set_defaults(func=cmd_algos)
-
-    p = sub.add_parser("tasks", help="list registered tasks (environments)")
-    p.add_argument("--json", action="store_true", help="print the list as JSON instead of a table")
-    p.set_defaults(func=cmd_tasks)
-
-    from bench.run import add_run_arguments
-
-    p = sub.add_parser("run", help="train an algorithm on a task; writes a run directory")
-    add_run_arguments(p)
-    _add_plugin_option(p)
-    p.set_defaults(func=cmd_run)
-
-    from bench.pretrain import add_pretrain_arguments
-
-    p = sub.add_parser("pretrain", help="supervised warm-start of the tiny model on a task (base checkpoint)")
-    add_pretrain_arguments(p)
-    p.set_defaults(func=cmd_pretrain)
-
-    from bench.eval_cli import add_eval_arguments
-
-    p = sub.add_parser(
-        "eval", help="evaluate a checkpoint on benchmarks; writes records and a summary per benchmark"
-    )
-    add_eval_arguments(p)
-    p.set_defaults(func=cmd_eval)
-
-    from bench.perf import add_perf_arguments
-
-    p = sub.add_parser("perf", help="benchmark engine, learner, GRPO step vs TRL, async vs sync; prints JSON")
-    add_perf_arguments(p)
-    p.set_defaults(func=cmd_perf)
-
+    for name in COMMANDS:
+        importlib.import_module(f"bench.commands.{name}").register(sub)
     return parser
 
 
@@ -162,19 +59,12 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     are collected here. Any other exception is a bug and keeps its traceback.
     """
     from algorithms.registry import RegistryError
-    from bench.models import ModelLoadError
     from benchmarks.base import BenchmarkDataError
     from benchmarks.registry import UnknownBenchmarkError
     from envs.registry import UnknownTaskError
+    from results.rundir import RunDirError
 
-    return (
-        UsageError,
-        RegistryError,
-        UnknownTaskError,
-        ModelLoadError,
-        UnknownBenchmarkError,
-        BenchmarkDataError,
-    )
+    return (UsageError, RegistryError, UnknownTaskError, UnknownBenchmarkError, BenchmarkDataError, RunDirError)
 
 
 if __name__ == "__main__":

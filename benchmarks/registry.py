@@ -1,8 +1,9 @@
 """The benchmark registry: an explicit table of built-in benchmarks, imported only when asked for.
 
-`BENCHMARKS` maps a name to "module:factory"; `get_benchmark` imports the module and calls
-the factory (once; specs are immutable), so `import benchmarks.registry` stays cheap and a
-benchmark whose data is unreachable costs nothing until it is loaded.
+`BENCHMARKS` maps a name to "module:factory"; `get` imports the module and calls the factory
+(once; specs are immutable), so `import benchmarks.registry` stays cheap and a benchmark whose
+data is unreachable costs nothing until it is loaded. The same vocabulary as the algorithm and
+task registries: `names()`, `get(name)`, `describe(name)`.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ BENCHMARKS: dict[str, str] = {
 
 
 class UnknownBenchmarkError(ValueError):
-    """Raised by `get_benchmark` for a name not in `BENCHMARKS`; the message suggests close names."""
+    """Raised by `get` for a name not in `BENCHMARKS`; the message suggests close names."""
 
 
-def list_benchmarks() -> list[str]:
+def names() -> list[str]:
     """Registered benchmark names, sorted (imports nothing)."""
     return sorted(BENCHMARKS)
 
@@ -47,30 +48,36 @@ def _build(name: str) -> BenchmarkSpec:
     return spec
 
 
-def get_benchmark(name: str) -> BenchmarkSpec:
-    """The spec registered under `name`.
-
-    Raises UnknownBenchmarkError: "unknown benchmark 'x'; did you mean 'y'? available: a, b".
-    """
+def check(name: str) -> None:
+    """Raise UnknownBenchmarkError for a name that is not registered (imports nothing):
+    "unknown benchmark 'x'; did you mean 'y'? available: a, b"."""
     if name not in BENCHMARKS:
         close = difflib.get_close_matches(name, list(BENCHMARKS), n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ";"
-        raise UnknownBenchmarkError(
-            f"unknown benchmark '{name}'{hint} available: {', '.join(list_benchmarks())}"
-        )
+        raise UnknownBenchmarkError(f"unknown benchmark '{name}'{hint} available: {', '.join(names())}")
+
+
+def get(name: str) -> BenchmarkSpec:
+    """The spec registered under `name` (UnknownBenchmarkError with a did-you-mean otherwise)."""
+    check(name)
     return _build(name)
 
 
-def describe_benchmarks() -> list[dict[str, Any]]:
-    """What a `bench benchmarks` listing shows: name, version, description, source, license, sampling."""
-    return [
-        {
-            "name": spec.name,
-            "version": spec.version,
-            "description": spec.description,
-            "source": spec.source.describe(),
-            "license": spec.license,
-            "sampling": spec.sampling.as_dict(),
-        }
-        for spec in map(get_benchmark, list_benchmarks())
-    ]
+def describe(name: str) -> dict[str, Any]:
+    """What `bench benchmarks` shows for one benchmark: name, version, description, source,
+    license, default sampling, whether it is multi-turn."""
+    spec = get(name)
+    return {
+        "name": spec.name,
+        "version": spec.version,
+        "description": spec.description,
+        "source": spec.source.describe(),
+        "license": spec.license,
+        "sampling": spec.sampling.as_dict(),
+        "turns": "multi" if spec.episode_task is not None else "single",
+    }
+
+
+def describe_all() -> list[dict[str, Any]]:
+    """`describe` of every benchmark, sorted by name."""
+    return [describe(name) for name in names()]

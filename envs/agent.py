@@ -189,13 +189,6 @@ class AgentTask(Task):
     max_new_tokens = 96  # a step line + a lookup is <= 29 characters; see scripted_episode
     max_turns = 21  # 2 * max_vars tool calls + the final answer, for the default max_vars = 10
     stop = (TOOL_STOP,)
-    # transcripts ~4.5x arith's, ~0.9 s/step on 2 cores (~15 min); 700 steps left a base that
-    # solved 44% of 2-variable chains (its demonstrations: ~81%), 1000 steps ~60%
-    pretrain_steps = 1000
-    # tiny model, 15 min on 2 cores: at the small-model default of 1e-4 vanilla GRPO collapsed
-    # (held-out 0.305 -> 0.225, answers degrading into e.g. "Answet -8"); at 5e-5 both learn
-    # (GRPO 0.405, SAO 0.422; SAO at 1e-4: 0.425), see REPRODUCE.md
-    small_model_policy_lr = 5e-5
     episode_only_args = ("tool_latency", "tool_latency_dist", "latency_seed", "require_lookups")
 
     def __init__(

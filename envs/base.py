@@ -26,13 +26,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from envs.math.graders import GradeResult
+
+@dataclass
+class GradeResult:
+    """The verdict of one grader call.
+
+    `extracted` is the answer string read from the completion (None when none was found);
+    `method` names how the verdict was decided: "integer", "numeric", "math-verify",
+    "fallback-normalized-string" or "no-answer".
+    """
+
+    correct: bool
+    extracted: str | None
+    method: str
+
 
 Message = dict[str, str]
 """One chat message: {"role": "system"|"user"|"assistant"|"tool", "content": str}."""
 
 Grader = Callable[[str, str], GradeResult]
-"""A grader: (completion text, reference answer) -> GradeResult (see `envs.math.graders`)."""
+"""A grader: (completion text, reference answer) -> GradeResult (e.g. `envs.math.graders`)."""
 
 
 @dataclass(frozen=True)
@@ -123,13 +136,9 @@ class Task(ABC):
     Class attributes: `name` (registry key), `summary` (one line), `default_runtime`
     ("local", "docker", or "none" for pure-text tasks), `max_new_tokens` (per assistant
     turn), `max_turns`, `stop` (stop strings for the rollout engine; empty means the
-    end-of-sequence token ends a turn), `pretrain_steps` and `pretrain_batch_size` (optimizer
-    steps and transcripts per step of the tiny model's warm-start recipe on `demonstrations`,
-    see `bench pretrain`; long transcripts want smaller batches) and
-    `episode_only_args` (constructor arguments that change episodes but not demonstrations,
-    such as tool latency or the runtime: they do not select a different tiny base checkpoint)
-    and `small_model_policy_lr` (the policy learning rate of small models, such as the tiny
-    one, on this task, for every algorithm alike; None: the small-model default).
+    end-of-sequence token ends a turn) and `episode_only_args` (constructor arguments that
+    change episodes but not `demonstrations`, such as tool latency or the runtime: a warm-start
+    on the demonstrations does not depend on them).
     """
 
     name: ClassVar[str]
@@ -138,10 +147,7 @@ class Task(ABC):
     max_new_tokens: ClassVar[int]
     max_turns: ClassVar[int] = 1
     stop: ClassVar[tuple[str, ...]] = ()
-    pretrain_steps: ClassVar[int] = 1000
-    pretrain_batch_size: ClassVar[int] = 64
     episode_only_args: ClassVar[tuple[str, ...]] = ()
-    small_model_policy_lr: ClassVar[float | None] = None
 
     @abstractmethod
     def sample_problem(self, rng: random.Random) -> Problem:
@@ -174,7 +180,7 @@ class Task(ABC):
 
         Each is the episode's initial messages followed by alternating assistant turns and
         observations exactly as the env returns them, ending with the assistant's final turn
-        (see `bench.chat.render_transcript`). Tasks without demonstrations raise
+        (see `bench.models.chat.render_transcript`). Tasks without demonstrations raise
         NotImplementedError (the default).
         """
         raise NotImplementedError(f"task {self.name!r} has no demonstrations")

@@ -276,7 +276,6 @@ class DriftTask(DriftingTask):
     max_new_tokens = ArithTask.max_new_tokens
     max_turns = 1
     stop = ()
-    pretrain_steps = ArithTask.pretrain_steps
     episode_only_args = ("phase_every", "cycle", "eval_phase")
 
     def __init__(

@@ -1,13 +1,16 @@
 """The task registry: an explicit table of built-in tasks, imported only when asked for.
 
-`TASKS` maps a task name to "module:Class"; nothing is imported until `get_task` or
-`available_tasks` is called, so `import envs.registry` stays cheap.
+`TASKS` maps a task name to "module:Class"; nothing is imported until a class is asked for,
+so `import envs.registry` stays cheap. The same vocabulary as the algorithm and benchmark
+registries: `names()`, `get(name)` (the class), `describe(name)`; plus `make(name, **kwargs)`,
+an instance with task arguments.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
+from typing import Any
 
 from envs.base import Task
 
@@ -22,7 +25,7 @@ TASKS: dict[str, str] = {
 
 
 class UnknownTaskError(ValueError):
-    """Raised by `get_task` for a name not in `TASKS`; the message suggests close names."""
+    """An unknown task name or bad task arguments; the message suggests close names."""
 
 
 def _load(name: str) -> type[Task]:
@@ -34,26 +37,29 @@ def _load(name: str) -> type[Task]:
     return cls
 
 
-def available_tasks() -> dict[str, str]:
-    """Registered task names -> one-line summaries (imports every task module)."""
-    return {name: _load(name).summary for name in sorted(TASKS)}
+def names() -> list[str]:
+    """Registered task names, sorted (imports nothing)."""
+    return sorted(TASKS)
 
 
-def get_task_class(name: str) -> type[Task]:
-    """The task class registered under `name`.
-
-    Raises UnknownTaskError: "unknown task 'X'; did you mean 'Y'? available: a, b".
-    """
+def check(name: str) -> None:
+    """Raise UnknownTaskError for a name that is not registered (imports nothing):
+    "unknown task 'X'; did you mean 'Y'? available: a, b"."""
     if name not in TASKS:
         close = difflib.get_close_matches(name, list(TASKS), n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ";"
-        raise UnknownTaskError(f"unknown task '{name}'{hint} available: {', '.join(sorted(TASKS))}")
+        raise UnknownTaskError(f"unknown task '{name}'{hint} available: {', '.join(names())}")
+
+
+def get(name: str) -> type[Task]:
+    """The task class registered under `name` (UnknownTaskError with a did-you-mean otherwise)."""
+    check(name)
     return _load(name)
 
 
-def get_task(name: str, **kwargs) -> Task:
+def make(name: str, **kwargs: Any) -> Task:
     """An instance of the task `name`, constructed with `kwargs` (bad kwargs or values -> UnknownTaskError)."""
-    cls = get_task_class(name)
+    cls = get(name)
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:
@@ -63,9 +69,17 @@ def get_task(name: str, **kwargs) -> Task:
         raise UnknownTaskError(message) from None
 
 
-def describe_tasks() -> list[dict[str, str]]:
-    """What `bench tasks` shows: name, one-line summary and default runtime of every task."""
-    return [
-        {"name": name, "summary": cls.summary, "default_runtime": cls.default_runtime}
-        for name, cls in ((n, _load(n)) for n in TASKS)
-    ]
+def describe(name: str) -> dict[str, str]:
+    """What `bench tasks` shows for one task: name, one-line summary and default runtime."""
+    cls = get(name)
+    return {"name": name, "summary": cls.summary, "default_runtime": cls.default_runtime}
+
+
+def summaries() -> dict[str, str]:
+    """Registered task names -> one-line summaries (imports every task module)."""
+    return {name: get(name).summary for name in names()}
+
+
+def describe_all() -> list[dict[str, str]]:
+    """`describe` of every task, in registration order."""
+    return [describe(name) for name in TASKS]

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.tables import print_table
 from benchmarks.stats import paired_bootstrap
+from results.tables import print_table
 
 
 class CompareError(ValueError):

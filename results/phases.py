@@ -19,8 +19,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from bench.rundir import RunDir
-from bench.tables import print_table
+from results.rundir import RunDir
+from results.tables import print_table
 
 
 def phase_segments(rows: Sequence[dict[str, Any]], edge: int = 5) -> list[dict[str, Any]]:

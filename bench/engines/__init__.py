@@ -1,0 +1,39 @@
+"""Rollout engines behind one protocol (`base.Engine`): requests in, tokens, log-probs and the
+policy version of every token out.
+
+`make_engine` is the one way to build one: "torch" (`torch_engine.TorchEngine`, pure PyTorch on
+CPU or GPU; on CPU optionally in a child process, `process_engine.ProcessEngine`) or "vllm"
+(`vllm_engine.VLLMEngine`, GPU, the `gpu` extra), imported only when asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.engines.base import ENGINE_NAMES, Engine
+from bench.errors import UsageError
+
+
+def make_engine(name: str, model: Any, tokenizer: Any, process: bool = False, **kwargs: Any) -> Engine:
+    """Build an engine by name: "torch" (pure PyTorch, CPU or GPU) or "vllm" (GPU, gpu extra).
+
+    `process=True` runs the torch engine of a CPU model in a child process
+    (`bench.engines.process_engine`); it is ignored for GPU models and for vLLM (which runs
+    its own workers). An unknown name raises `UsageError` (a ValueError) listing the valid names.
+
+    vLLM is imported only here, and only when asked for, so the default install never needs it.
+    """
+    if name == "torch":
+        from bench.engines.torch_engine import TorchEngine
+
+        if process and next(model.parameters()).device.type == "cpu":
+            from bench.engines.process_engine import ProcessEngine
+
+            return ProcessEngine(model, tokenizer, **kwargs)
+
+        return TorchEngine(model, tokenizer, **kwargs)
+    if name == "vllm":
+        from bench.engines.vllm_engine import VLLMEngine
+
+        return VLLMEngine(model, tokenizer, **kwargs)
+    raise UsageError(f"unknown engine '{name}'; valid engines: {', '.join(ENGINE_NAMES)}")

@@ -23,13 +23,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
-from torch import Tensor
-
-from bench.errors import UsageError
+if TYPE_CHECKING:  # type hints only: the protocol and its names import no torch
+    from torch import Tensor
 
 ENGINE_NAMES = ("torch", "vllm")
+"""Engines `bench.engines.make_engine` builds."""
 
 
 @dataclass(frozen=True)
@@ -139,28 +139,3 @@ def throughput_stats(counters: Mapping[str, float]) -> dict[str, float]:
         "mean_active_slots": counters["active"] / counters["steps"] if counters["steps"] else 0.0,
         "steps": float(counters["steps"]),
     }
-
-
-def make_engine(name: str, model: Any, tokenizer: Any, process: bool = False, **kwargs: Any) -> Engine:
-    """Build an engine by name: "torch" (pure PyTorch, CPU or GPU) or "vllm" (GPU, gpu extra).
-
-    `process=True` runs the torch engine of a CPU model in a child process
-    (`bench.engines.process_engine`); it is ignored for GPU models and for vLLM (which runs
-    its own workers). An unknown name raises `UsageError` (a ValueError) listing the valid names.
-
-    vLLM is imported only here, and only when asked for, so the default install never needs it.
-    """
-    if name == "torch":
-        from bench.engines.torch_engine import TorchEngine
-
-        if process and next(model.parameters()).device.type == "cpu":
-            from bench.engines.process_engine import ProcessEngine
-
-            return ProcessEngine(model, tokenizer, **kwargs)
-
-        return TorchEngine(model, tokenizer, **kwargs)
-    if name == "vllm":
-        from bench.engines.vllm_engine import VLLMEngine
-
-        return VLLMEngine(model, tokenizer, **kwargs)
-    raise UsageError(f"unknown engine '{name}'; valid engines: {', '.join(ENGINE_NAMES)}")

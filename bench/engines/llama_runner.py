@@ -5,7 +5,7 @@ rotary module (its rope scaling included), against a per-slot K/V cache
 [slots, kv_heads, capacity, head_dim] that grows on demand up to `max_seq_len`: fused,
 pre-transposed q/k/v and gate/up weights for small models (`_Block`), a cos/sin table indexed
 by position for RoPE, grouped-query attention on cache views, and prompt prefill in length
-buckets (`_length_buckets`) rather than padded to the longest. The engine protocol (slots,
+buckets (`bench.models.packing.length_buckets`) rather than padded to the longest. The engine protocol (slots,
 admission, sampling, stopping, weight versions) is in `bench.engines.torch_engine`.
 """
 
@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+from bench.models.packing import length_buckets
 
 _MAX_PREFILL_TOKENS = 16384  # padded prompt tokens per prefill forward: bounds activation memory
 _FUSE_MAX_BYTES = 512 << 20  # models up to this size get fused, pre-transposed weight copies
@@ -45,27 +47,6 @@ def _add_linear(x: torch.Tensor, h: torch.Tensor, weight: _Weight) -> torch.Tens
     w, b = weight
     out = torch.addmm(x.reshape(-1, x.shape[-1]), h.reshape(-1, h.shape[-1]), w).view_as(x)
     return out if b is None else out + b
-
-
-def _length_buckets(order: list[int], lengths: list[int]) -> list[list[int]]:
-    """Cut rows sorted by length (`order`) into consecutive chunks minimising padded tokens plus
-    a fixed cost per forward (`_PREFILL_CHUNK_COST` tokens); no chunk over `_MAX_PREFILL_TOKENS`
-    padded tokens unless it is a single row. Dynamic programming, O(rows^2)."""
-    n = len(order)
-    best, cut = [0.0] + [float("inf")] * n, [0] * (n + 1)
-    for j in range(1, n + 1):
-        longest = lengths[order[j - 1]]
-        for i in range(j - 1, -1, -1):
-            padded = (j - i) * longest
-            if padded > _MAX_PREFILL_TOKENS and j - i > 1:
-                break
-            if best[i] + padded + _PREFILL_CHUNK_COST < best[j]:
-                best[j], cut[j] = best[i] + padded + _PREFILL_CHUNK_COST, i
-    chunks, j = [], n
-    while j > 0:
-        chunks.append(order[cut[j] : j])
-        j = cut[j]
-    return chunks[::-1]
 
 
 @dataclass
@@ -202,16 +183,12 @@ class _LlamaRunner:
     def prefill(self, slots: list[int], seqs: list[list[int]]) -> torch.Tensor:
         """Run whole sequences from position 0 into their slots; logits_N_V at each last token.
 
-        Rows are sorted by length and cut into chunks (`_length_buckets`), so short prompts are
+        Rows are cut into chunks of similar length (`bench.models.packing.length_buckets`), so short prompts are
         not padded to the longest one and one forward stays under the token budget.
         """
-        order = sorted(range(len(seqs)), key=lambda n: len(seqs[n]))
-        out = torch.cat(
-            [
-                self._prefill_chunk([slots[n] for n in chunk], [seqs[n] for n in chunk])
-                for chunk in _length_buckets(order, [len(s) for s in seqs])
-            ]
-        )
+        chunks = length_buckets([len(s) for s in seqs], _PREFILL_CHUNK_COST, _MAX_PREFILL_TOKENS)
+        out = torch.cat([self._prefill_chunk([slots[n] for n in c], [seqs[n] for n in c]) for c in chunks])
+        order = [n for c in chunks for n in c]
         return out[torch.tensor(order, device=out.device).argsort()]  # back to the callers' order
 
     def _prefill_chunk(self, slots: list[int], seqs: list[list[int]]) -> torch.Tensor:

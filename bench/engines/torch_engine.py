@@ -47,7 +47,7 @@ import torch
 
 from bench.engines.base import Completion, Engine, GenerationRequest, check_request, throughput_stats
 from bench.engines.llama_runner import _LlamaRunner
-from bench.models import pack
+from bench.models.packing import pack
 
 _ONE_THREAD_MAX_HIDDEN = 256  # default: models up to this hidden size decode on one thread (CPU)
 _SAMPLE_HEAD = 128  # tokens sorted per row before falling back to a full sort (large vocabularies)
@@ -185,11 +185,6 @@ class TorchEngine(Engine):
     def has_work(self) -> bool:
         """True while any request is waiting or active."""
         return bool(self._waiting) or any(a is not None for a in self._slots)
-
-    @property
-    def num_active(self) -> int:
-        """Requests currently holding a slot."""
-        return sum(a is not None for a in self._slots)
 
     @property
     def num_waiting(self) -> int:

@@ -33,25 +33,12 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 from fractions import Fraction
+
+from envs.base import GradeResult
 
 MAX_SYMBOLIC_CHARS = 400
 """Longer answers are not sent to math-verify (see module docstring, point 2)."""
-
-
-@dataclass
-class GradeResult:
-    """The verdict of one grader call.
-
-    `extracted` is the answer string read from the completion (None when none was found);
-    `method` names how the verdict was decided: "integer", "numeric", "math-verify",
-    "fallback-normalized-string" or "no-answer".
-    """
-
-    correct: bool
-    extracted: str | None
-    method: str
 
 
 # ---------------------------------------------------------------------------- extraction

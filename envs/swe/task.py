@@ -96,18 +96,7 @@ class SweTask(Task):
     max_new_tokens = 128  # one tool call per turn; a replaced line is rarely > 100 chars
     max_turns = 8
     stop = (TOOL_STOP,)
-    # 400 steps (~6 min) gave a base that resolves 0/100 held-out swe-synth bugs (it cannot yet
-    # copy a file name from the prompt); 1500 (~17 min on 2 cores) resolves 14/100
-    pretrain_steps = 1500
-    # transcripts ~460 tokens, 7x arith's: 16 per step keeps a step near arith's token count
-    pretrain_batch_size = 16
     episode_only_args = ("dataset", "runtime", "data")
-    # tiny model, SAO, 16 trajectories per step on swe-synth: at the small-model default of 1e-4
-    # seed 1 collapsed within 130 steps (training reward 0.18 -> 0.07-0.10, entropy 0.13 -> 0.33,
-    # truncated turns 5% -> 24%) and seed 0's held-out score dipped below the base at step 300;
-    # at 5e-5 entropy stays near 0.1 and both seeds gain on the held-out bugs in an hour (avg@16
-    # +4.4 and +3.2 points, paired CIs above 0; REPRODUCE.md, SWE learning on CPU in an hour)
-    small_model_policy_lr = 5e-5
 
     def __init__(
         self,

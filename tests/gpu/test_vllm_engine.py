@@ -12,8 +12,11 @@ import copy
 import pytest
 import torch
 
-from bench.engines.base import GenerationRequest, SamplingParams, make_engine
-from bench.models import new_tiny_model, pack, response_logprobs
+from bench.engines import make_engine
+from bench.engines.base import GenerationRequest, SamplingParams
+from bench.models.logprobs import response_logprobs
+from bench.models.packing import pack
+from bench.models.tiny import new_tiny_model
 
 pytestmark = pytest.mark.gpu
 

@@ -25,7 +25,7 @@ def isolated_cache(tmp_path_factory):
 @pytest.fixture(scope="session")
 def base_checkpoint(tmp_path_factory):
     """A briefly pretrained tiny model: good enough to get some rewards, built in ~15 s."""
-    from bench.pretrain import pretrain
+    from bench.models.pretrain import pretrain
 
     out = tmp_path_factory.mktemp("base") / "arith"
     pretrain("arith", TASK_ARGS, seed=0, out=out, steps=200, n_examples=4000, progress=False)

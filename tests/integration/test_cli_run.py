@@ -102,7 +102,7 @@ def test_cli_run_writes_a_complete_run_dir(base_checkpoint, tmp_path):
         (["--task", "arit"], "did you mean 'arith'?"),
         (["--mode", "fast"], "invalid choice: 'fast'"),
         (["--set", "trajectories_per_step=abc"], "trajectories_per_step: expected int"),
-        (["--set", "algo.eps_hgh=1"], "algo.eps_hgh: unknown field of sao; valid fields:"),
+        (["--set", "algo.eps_hgh=1"], "algo.eps_hgh: unknown field of sao (did you mean 'eps_high'?); valid fields:"),
         (["--set", "stale_policy=keep"], "stale_policy: invalid value 'keep'; valid choices: drop, requeue"),
         (
             ["--set", "trajectories_per_step=12", "--algo", "grpo"],

@@ -31,9 +31,9 @@ def _rank_main(rank: int, port: int, results) -> None:
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), ACCELERATE_USE_CPU="1",
     )  # fmt: skip
     from algorithms import registry
-    from bench.models import new_tiny_model
-    from bench.rollout import Trajectory
-    from bench.trainer import Learner, build_batch
+    from bench.models.tiny import new_tiny_model
+    from bench.rollout.episode import Trajectory
+    from bench.train.learner import Learner, build_batch
 
     torch.manual_seed(0)  # same initial weights on both ranks
     policy, tokenizer = new_tiny_model(0)

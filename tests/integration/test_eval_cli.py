@@ -23,7 +23,7 @@ def cache_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
     """A tiny arith model after 30 supervised steps (scores are beside the point here)."""
-    from bench.pretrain import pretrain
+    from bench.models.pretrain import pretrain
 
     out = tmp_path_factory.mktemp("eval-ckpt") / "ckpt"
     pretrain("arith", {"max_operands": 2}, seed=0, out=out, steps=30, n_examples=2000, progress=False)

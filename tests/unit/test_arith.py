@@ -7,10 +7,11 @@ from collections import Counter
 
 import pytest
 
+from envs import registry as task_registry
 from envs.arith import ArithTask, evaluate, worked_solution
 from envs.base import Problem, SingleTurnEnv, StepResult
 from envs.math.graders import grade_integer
-from envs.registry import TASKS, UnknownTaskError, available_tasks, get_task
+from envs.registry import TASKS, UnknownTaskError
 
 
 def run_episode(task, problem, action):
@@ -161,18 +162,18 @@ def test_constructor_validation():
 
 def test_registry():
     assert TASKS["arith"] == "envs.arith:ArithTask"
-    assert "arith" in available_tasks() and available_tasks()["arith"] == ArithTask.summary
-    task = get_task("arith", demo_error_rate=0.0)
+    assert "arith" in task_registry.summaries() and task_registry.summaries()["arith"] == ArithTask.summary
+    task = task_registry.make("arith", demo_error_rate=0.0)
     assert isinstance(task, ArithTask) and task.demo_error_rate == 0.0
     assert task.name == "arith" and task.max_new_tokens == 160 and task.stop == () and task.max_turns == 1
     with pytest.raises(UnknownTaskError) as err:
-        get_task("arth")
+        task_registry.make("arth")
     assert (
         str(err.value) == f"unknown task 'arth'; did you mean 'arith'? available: {', '.join(sorted(TASKS))}"
     )
     assert isinstance(err.value, ValueError)
     with pytest.raises(UnknownTaskError) as err:
-        get_task("zzz")
+        task_registry.make("zzz")
     assert str(err.value) == f"unknown task 'zzz'; available: {', '.join(sorted(TASKS))}"
     with pytest.raises(UnknownTaskError, match=r"^task 'arith': .*unexpected keyword argument 'bogus'"):
-        get_task("arith", bogus=1)
+        task_registry.make("arith", bogus=1)

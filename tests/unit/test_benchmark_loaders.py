@@ -16,8 +16,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from benchmarks import registry as bench_registry
 from benchmarks.base import BenchmarkDataError, data_hash
-from benchmarks.registry import BENCHMARKS, UnknownBenchmarkError, get_benchmark, list_benchmarks
+from benchmarks.registry import BENCHMARKS, UnknownBenchmarkError
 from benchmarks.swe_verified import (
     SWEInstance,
     harness_tests_status,
@@ -62,7 +63,7 @@ def test_beyond_aime_jsonl(tmp_path):
         tmp_path / "beyond.jsonl",
         [{"problem": "Find x. ", "answer": "123"}, {"problem": "Find y.", "answer": 45}],
     )
-    spec = get_benchmark("beyond-aime")
+    spec = bench_registry.get("beyond-aime")
     problems = spec.load(data_path=path)
     assert [p.key for p in problems] == ["beyond-aime-0", "beyond-aime-1"]
     assert [p.answer for p in problems] == ["123", "45"]  # integer cells become strings
@@ -75,7 +76,7 @@ def test_aime25_parquet_and_json(tmp_path):
     rows = [{"problem": f"Problem {i}", "answer": str(70 + i), "id": str(i)} for i in range(3)]
     pd.DataFrame(rows).to_parquet(tmp_path / "aime25.parquet")
     (tmp_path / "aime25.json").write_text(json.dumps(rows), encoding="utf-8")
-    spec = get_benchmark("aime25")
+    spec = bench_registry.get("aime25")
     from_parquet = spec.load(data_path=tmp_path / "aime25.parquet")
     assert [p.key for p in from_parquet] == ["aime25-0", "aime25-1", "aime25-2"]
     assert from_parquet == spec.load(data_path=tmp_path / "aime25.json")
@@ -84,7 +85,7 @@ def test_aime25_parquet_and_json(tmp_path):
 
 def test_csv_cells_stay_strings(tmp_path):
     (tmp_path / "b.csv").write_text("problem,answer\nWhat is 6*7?,042\n", encoding="utf-8")
-    (problem,) = get_benchmark("beyond-aime").load(data_path=tmp_path / "b.csv")
+    (problem,) = bench_registry.get("beyond-aime").load(data_path=tmp_path / "b.csv")
     assert problem.answer == "042" and grade_integer("\\boxed{42}", problem.answer).correct
 
 
@@ -95,7 +96,7 @@ def test_gsm8k_fixture(tmp_path):
             "answer": "1000+234=1234\n#### 1,234",
         }
     ]
-    spec = get_benchmark("gsm8k")
+    spec = bench_registry.get("gsm8k")
     (problem,) = spec.load(data_path=write_jsonl(tmp_path / "gsm8k.jsonl", rows))
     assert problem.key == "gsm8k-0000" and spec.grader is grade_gsm8k
     assert spec.grader("The answer is \\boxed{1234}", problem.answer).correct
@@ -106,24 +107,24 @@ def test_missing_column_names_expected_columns(tmp_path):
     with pytest.raises(
         BenchmarkDataError, match=r"lacks column\(s\) answer; expected columns: problem, answer"
     ):
-        get_benchmark("beyond-aime").load(data_path=path)
+        bench_registry.get("beyond-aime").load(data_path=path)
     (tmp_path / "imo.csv").write_text("Problem ID,Problem\nx,y\n", encoding="utf-8")
     with pytest.raises(BenchmarkDataError, match="Short Answer, Category, Subcategory, Source"):
-        get_benchmark("imo-answerbench").load(data_path=tmp_path / "imo.csv")
+        bench_registry.get("imo-answerbench").load(data_path=tmp_path / "imo.csv")
 
 
 def test_bad_files_fail_with_one_line(tmp_path):
     bad_answer = write_jsonl(tmp_path / "a.jsonl", [{"problem": "p", "answer": "3/4"}])
     with pytest.raises(BenchmarkDataError, match=r"row 0 \(beyond-aime-0\).*not an integer"):
-        get_benchmark("beyond-aime").load(data_path=bad_answer)
+        bench_registry.get("beyond-aime").load(data_path=bad_answer)
     dup = write_jsonl(tmp_path / "d.jsonl", [{"problem": "p", "answer": "1", "id": "7"}] * 2)
     with pytest.raises(BenchmarkDataError, match="duplicate problem key 'aime25-7'"):
-        get_benchmark("aime25").load(data_path=dup)
+        bench_registry.get("aime25").load(data_path=dup)
     (tmp_path / "x.txt").write_text("problem,answer\n", encoding="utf-8")
     with pytest.raises(BenchmarkDataError, match="unsupported extension '.txt'"):
-        get_benchmark("aime25").load(data_path=tmp_path / "x.txt")
+        bench_registry.get("aime25").load(data_path=tmp_path / "x.txt")
     with pytest.raises(BenchmarkDataError, match="no such file"):
-        get_benchmark("aime25").load(data_path=tmp_path / "absent.jsonl")
+        bench_registry.get("aime25").load(data_path=tmp_path / "absent.jsonl")
 
 
 # ----------------------------------------------------------------------------- real copies
@@ -132,7 +133,7 @@ def test_bad_files_fail_with_one_line(tmp_path):
 def test_real_imo_answerbench_copy():
     if not IMO_CSV.exists():
         pytest.skip(f"IMOAnswerBench copy not found at {IMO_CSV} (expected ../shared/data beside the repo)")
-    spec = get_benchmark("imo-answerbench")
+    spec = bench_registry.get("imo-answerbench")
     problems = spec.load(data_path=IMO_CSV)
     assert len(problems) == 400 and len({p.key for p in problems}) == 400
     first = problems[0]
@@ -148,7 +149,7 @@ def test_real_imo_answerbench_copy():
 def test_real_gsm8k_copy():
     if not GSM8K_JSONL.exists():
         pytest.skip(f"GSM8K copy not found at {GSM8K_JSONL} (expected ../shared/data beside the repo)")
-    problems = get_benchmark("gsm8k").load(data_path=GSM8K_JSONL)
+    problems = bench_registry.get("gsm8k").load(data_path=GSM8K_JSONL)
     assert len(problems) == 1319 and problems[-1].key == "gsm8k-1318"
     assert grade_gsm8k("\\boxed{18}", problems[0].answer).correct  # Janet's ducks
 
@@ -161,7 +162,7 @@ def test_offline_load_fails_fast_with_override_hint(name, isolated_caches, monke
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     start = time.monotonic()
     with pytest.raises(BenchmarkDataError) as info:
-        get_benchmark(name).load()
+        bench_registry.get(name).load()
     assert time.monotonic() - start < 5
     message = str(info.value)
     assert "\n" not in message and f"benchmark '{name}'" in message and "--data PATH" in message
@@ -174,7 +175,7 @@ def test_unreachable_hub_fails_fast(isolated_caches, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # discard port: nothing listens
     start = time.monotonic()
     with pytest.raises(BenchmarkDataError, match=r"'ByteDance-Seed/BeyondAIME'.*unreachable.*--data PATH"):
-        get_benchmark("beyond-aime").load()
+        bench_registry.get("beyond-aime").load()
     assert time.monotonic() - start < 5
 
 
@@ -183,7 +184,7 @@ def test_unreachable_hub_fails_fast(isolated_caches, monkeypatch):
 
 def test_data_hash_is_stable_and_content_sensitive(tmp_path):
     rows = [{"problem": f"p{i}", "answer": str(i)} for i in range(5)]
-    spec = get_benchmark("beyond-aime")
+    spec = bench_registry.get("beyond-aime")
     problems = spec.load(data_path=write_jsonl(tmp_path / "a.jsonl", rows))
     assert spec.data_hash(problems) == data_hash(spec.load(data_path=tmp_path / "a.jsonl"))
     assert data_hash(problems) == data_hash(list(reversed(problems)))
@@ -195,11 +196,11 @@ def test_data_hash_is_stable_and_content_sensitive(tmp_path):
 
 
 def test_every_benchmark_is_versioned_and_pinned():
-    assert set(list_benchmarks()) == set(BENCHMARKS) >= {
+    assert set(bench_registry.names()) == set(BENCHMARKS) >= {
         "imo-answerbench", "beyond-aime", "aime25", "gsm8k", "swe-verified", "arith"
     }  # fmt: skip
-    for name in list_benchmarks():
-        spec = get_benchmark(name)
+    for name in bench_registry.names():
+        spec = bench_registry.get(name)
         assert spec.name == name and isinstance(spec.version, int) and spec.version >= 1
         assert spec.description and spec.license and "{problem}" in spec.prompt_template
         assert spec.grader in (grade_integer, grade_symbolic, grade_gsm8k, None)
@@ -226,7 +227,7 @@ def test_benchmarks_package_imports_only_envs():
 
 
 def test_arith_is_the_task_eval_set():
-    spec = get_benchmark("arith")
+    spec = bench_registry.get("arith")
     problems = spec.load()
     expected = ArithTask().eval_problems(200, seed=0)
     assert len(problems) == 200 and problems == expected  # prompt as is, same keys and meta
@@ -263,7 +264,7 @@ def test_swe_verified_json_fixture(tmp_path):
         "t.py::test_other",
     )
     assert SWEInstance.from_row(first.to_record()) == first
-    spec = get_benchmark("swe-verified")
+    spec = bench_registry.get("swe-verified")
     problems = spec.load(data_path=tmp_path / "verified.json")
     assert [p.key for p in problems] == ["astropy__astropy-1", "astropy__astropy-2"] and spec.grader is None
     assert (
@@ -391,7 +392,7 @@ def test_read_harness_report(tmp_path):
 
 def test_unknown_benchmark_message():
     with pytest.raises(UnknownBenchmarkError) as info:
-        get_benchmark("beyond-aim")
+        bench_registry.get("beyond-aim")
     message = str(info.value)
     assert message.startswith("unknown benchmark 'beyond-aim'; did you mean 'beyond-aime'? available: ")
     assert "aime25" in message and "swe-verified" in message

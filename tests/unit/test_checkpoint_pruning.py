@@ -4,7 +4,7 @@ import pytest
 
 from bench.config import build_config
 from bench.errors import UsageError
-from bench.rundir import RunDir
+from results.rundir import RunDir
 
 
 def _save_steps(run: RunDir, steps, keep_last):

@@ -1,4 +1,4 @@
-"""`bench.evaluate`: records, summary consistency, provenance, determinism, pass@k, swe-verified."""
+"""`bench.eval.evaluate`: records, summary consistency, provenance, determinism, pass@k, swe-verified."""
 
 from __future__ import annotations
 
@@ -8,14 +8,16 @@ import zlib
 
 import pytest
 
-from bench.eval_cli import _print_results
-from bench.evaluate import eval_metrics, evaluate, summarize, write_eval
-from bench.models import new_tiny_model
+from bench.commands.eval import _print_results
+from bench.eval.evaluate import evaluate
+from bench.models.tiny import new_tiny_model
+from benchmarks import registry as bench_registry
 from benchmarks import stats
 from benchmarks.base import BenchmarkSpec, BuiltinSource, SamplingDefaults
-from benchmarks.registry import get_benchmark
+from benchmarks.scoring import eval_metrics, summarize
 from envs.base import Problem
 from envs.math.graders import GradeResult
+from results.evals import write_eval
 
 SAMPLING = {"max_new_tokens": 24}  # a random model rarely stops by itself: keep samples short
 RECORD_FIELDS = {
@@ -54,7 +56,7 @@ def tiny():
 def arith_result(tiny):
     model, tokenizer = tiny
     return evaluate(
-        model, tokenizer, get_benchmark("arith"), k=2, limit=5, sampling=SAMPLING, seed=0, progress=False
+        model, tokenizer, bench_registry.get("arith"), k=2, limit=5, sampling=SAMPLING, seed=0, progress=False
     )
 
 
@@ -90,7 +92,7 @@ def test_records_and_summary_are_consistent(arith_result, tmp_path):
     assert prov["sampling"] == {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 24, "stop": [], "k": 2}
     assert prov["engine"] == "torch" and prov["seed"] == 0 and len(prov["data_hash"]) == 64
 
-    records_path, summary_path = write_eval(tmp_path, arith_result)
+    records_path, summary_path = write_eval(tmp_path, arith_result.records, arith_result.summary)
     assert records_path.name == "arith.jsonl" and summary_path.name == "arith.summary.json"
     assert [json.loads(line) for line in records_path.read_text().splitlines()] == records
     assert json.loads(summary_path.read_text())["avg_at_k"] == summary["avg_at_k"]
@@ -101,7 +103,7 @@ def test_same_seed_same_completions(tiny, arith_result):
     again = evaluate(
         model,
         tokenizer,
-        get_benchmark("arith"),
+        bench_registry.get("arith"),
         k=2,
         limit=5,
         sampling=SAMPLING,
@@ -171,22 +173,22 @@ def test_swe_verified_needs_docker_and_says_so(tiny, tmp_path):
     data = tmp_path / "verified.json"
     data.write_text(json.dumps([row]))
     with pytest.raises(ValueError, match=r"--runtime docker needs (the swebench|a running Docker)"):
-        evaluate(model, tokenizer, get_benchmark("swe-verified"), k=1, data_path=data, progress=False)
+        evaluate(model, tokenizer, bench_registry.get("swe-verified"), k=1, data_path=data, progress=False)
 
 
 def test_bad_settings_are_user_errors(tiny):
     model, tokenizer = tiny
     with pytest.raises(ValueError, match="top_p"):
         evaluate(
-            model, tokenizer, get_benchmark("arith"), k=1, limit=1, sampling={"top_p": 0}, progress=False
+            model, tokenizer, bench_registry.get("arith"), k=1, limit=1, sampling={"top_p": 0}, progress=False
         )
     with pytest.raises(ValueError, match="unknown sampling"):
-        evaluate(model, tokenizer, get_benchmark("arith"), k=1, limit=1, sampling={"topp": 1}, progress=False)
+        evaluate(model, tokenizer, bench_registry.get("arith"), k=1, limit=1, sampling={"topp": 1}, progress=False)
 
 
 def test_model_tiny_means_the_base_checkpoint_of_the_benchmarks_task():
     from bench.errors import UsageError
-    from bench.eval_cli import tiny_task
+    from bench.eval.checkpoints import tiny_task
 
     assert tiny_task(["swe-mini"]) == tiny_task(["swe-synth"]) == tiny_task(["swe-verified"]) == "swe"
     assert tiny_task(["agent"]) == "agent" and tiny_task(["arith", "gsm8k"]) == "arith"

@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
-from bench.evaluate import evaluate
-from bench.models import new_tiny_model
-from benchmarks.registry import get_benchmark
+from bench.eval.evaluate import evaluate
+from bench.models.tiny import new_tiny_model
+from benchmarks import registry as bench_registry
 from envs.arith import ArithTask
 from envs.base import Problem, SingleTurnEnv
 from envs.math.graders import grade_integer
@@ -22,7 +22,7 @@ def tiny():
 
 def test_single_turn_task_as_episodes_matches_the_grader_path(tiny):
     model, tokenizer = tiny
-    spec = get_benchmark("arith")
+    spec = bench_registry.get("arith")
     as_episodes = dataclasses.replace(spec, grader=None, episode_task=lambda problems: ArithTask())
     greedy = {"temperature": 0.0, "max_new_tokens": 20}
     direct = evaluate(model, tokenizer, spec, k=1, limit=6, sampling=greedy, progress=False)
@@ -47,7 +47,7 @@ class _AlwaysRight(ArithTask):
 def test_the_env_decides_correctness_and_k_samples_per_problem(tiny):
     model, tokenizer = tiny
     spec = dataclasses.replace(
-        get_benchmark("arith"), grader=None, episode_task=lambda problems: _AlwaysRight()
+        bench_registry.get("arith"), grader=None, episode_task=lambda problems: _AlwaysRight()
     )
     result = evaluate(model, tokenizer, spec, k=3, limit=4, sampling={"max_new_tokens": 8}, progress=False)
     assert result.summary["avg_at_k"] == 1.0 and result.summary["n_samples"] == 12

@@ -7,8 +7,10 @@ import pytest
 import torch
 
 from algorithms import registry
-from bench.models import BucketedBatch, learner_chunk_tokens, new_tiny_model, response_logprobs
-from bench.trainer import Learner, build_batch
+from bench.models.logprobs import learner_chunk_tokens, response_logprobs
+from bench.models.packing import BucketedBatch
+from bench.models.tiny import new_tiny_model
+from bench.train.learner import Learner, build_batch
 from tests.unit.test_learner_old_logp import _trajectories
 
 

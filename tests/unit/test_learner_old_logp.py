@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from algorithms import registry
-from bench.models import new_tiny_model, response_logprobs
-from bench.rollout import Trajectory
-from bench.trainer import Learner, build_batch
+from bench.models.logprobs import response_logprobs
+from bench.models.tiny import new_tiny_model
+from bench.rollout.episode import Trajectory
+from bench.train.learner import Learner, build_batch
 
 
 def _trajectories(tokenizer, n: int = 8) -> list[Trajectory]:

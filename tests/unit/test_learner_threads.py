@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.loop import learner_threads
+from bench.train.loop import learner_threads
 
 
 @pytest.mark.parametrize(

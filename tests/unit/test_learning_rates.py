@@ -1,4 +1,4 @@
-"""Which learning rates a run gets: explicit values, the task's small-model policy rate, the
+"""Which learning rates a run gets: explicit values, the task's tiny-model policy rate, the
 small-model tier, the paper's rates for larger models."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import torch
 
 from algorithms import registry
 from bench.config import build_config
-from bench.model_loading import PAPER_LRS, SMALL_LRS, resolve_learning_rates
-from envs.registry import get_task
+from bench.models.recipes import recipe_for
+from bench.train.setup import PAPER_LRS, SMALL_LRS, resolve_learning_rates
 
 
 class _Params(torch.nn.Module):
@@ -24,14 +24,14 @@ SMALL, LARGE = _Params(1000), _Params(25_000_000)
 def _resolve(algo: str, task: str, model: torch.nn.Module, **overrides) -> tuple[float, float]:
     config = build_config({}, {"algo": algo, "task": task}, overrides)
     plugin = registry.get(algo)
-    return resolve_learning_rates(config, plugin(plugin.Config()), model, get_task(task))
+    return resolve_learning_rates(config, plugin(plugin.Config()), model, task)
 
 
 @pytest.mark.parametrize("algo", ["sao", "grpo", "ppo"])
 def test_small_models_use_the_tasks_policy_rate_for_every_algorithm(algo):
-    assert get_task("agent").small_model_policy_lr == get_task("swe").small_model_policy_lr == 5e-5
+    assert recipe_for("agent").policy_lr == recipe_for("swe").policy_lr == 5e-5
     assert _resolve(algo, "agent", SMALL) == (5e-5, SMALL_LRS["critic"])
-    assert get_task("arith").small_model_policy_lr is None
+    assert recipe_for("arith").policy_lr is None
     assert _resolve(algo, "arith", SMALL) == (SMALL_LRS["policy"], SMALL_LRS["critic"])
 
 

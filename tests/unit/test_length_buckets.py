@@ -8,7 +8,10 @@ import random
 
 import torch
 
-from bench.models import BucketedBatch, ValueModel, length_buckets, new_tiny_model, pack, response_logprobs
+from bench.models.critic import ValueModel
+from bench.models.logprobs import response_logprobs
+from bench.models.packing import BucketedBatch, length_buckets, pack
+from bench.models.tiny import new_tiny_model
 
 
 def _cost(buckets: list[list[int]], lengths: list[int], overhead: int) -> int:

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from envs import registry as task_registry
 from envs.base import SingleTurnEnv
 from envs.math.graders import grade_gsm8k, grade_symbolic
 from envs.math.python_tool import MathToolEnv, strip_code_fence, truncate_middle
 from envs.math.tasks import INSTRUCTION, MISSING_DATA, MathTask, split_position
-from envs.registry import UnknownTaskError, get_task, get_task_class
+from envs.registry import UnknownTaskError
 from envs.sandbox_perf import measure_test_file_overhead
 
 GSM8K = Path(__file__).resolve().parents[3] / "shared" / "data" / "gsm8k" / "test.jsonl"
@@ -250,7 +251,7 @@ def test_missing_data_message() -> None:
     assert str(info.value) == MISSING_DATA
     assert MISSING_DATA.startswith("task 'math' needs --set task.data=PATH")
     with pytest.raises(UnknownTaskError, match="needs --set task.data=PATH"):
-        get_task("math")
+        task_registry.make("math")
 
 
 @pytest.mark.parametrize(
@@ -270,7 +271,7 @@ def test_bad_arguments(tmp_path: Path, kwargs: dict, message: str) -> None:
         MathTask(data=str(data), **kwargs)
     assert message in str(info.value)
     with pytest.raises(UnknownTaskError, match=message.replace("[", r"\[").replace("(", r"\(")):
-        get_task("math", data=str(data), **kwargs)
+        task_registry.make("math", data=str(data), **kwargs)
 
 
 def test_bad_files(tmp_path: Path) -> None:
@@ -286,7 +287,7 @@ def test_bad_files(tmp_path: Path) -> None:
 
 
 def test_registered_and_no_demonstrations(gsm8k: MathTask) -> None:
-    assert get_task_class("math") is MathTask
+    assert task_registry.get("math") is MathTask
     with pytest.raises(NotImplementedError, match="--model PATH"):
         gsm8k.demonstrations(random.Random(0), 1)
 

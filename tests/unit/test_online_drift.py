@@ -5,8 +5,11 @@ import random
 
 import pytest
 
-from bench.loop import batch_metrics
-from bench.rollout import Group, Trajectory
+from bench.models.recipes import recipe_for
+from bench.rollout.episode import Trajectory
+from bench.rollout.producer import Group
+from bench.train.metrics import batch_metrics
+from envs import registry as task_registry
 from envs.agent import AgentTask
 from envs.arith import ArithTask
 from envs.online import (
@@ -18,7 +21,6 @@ from envs.online import (
     label_phase,
     last_label,
 )
-from envs.registry import get_task
 
 
 def episode(task, problem, actions):
@@ -186,9 +188,9 @@ def test_eval_problems_are_fixed_and_in_the_eval_phase():
 
 
 def test_registry_and_arguments():
-    task = get_task("drift", phase_every=5)
+    task = task_registry.make("drift", phase_every=5)
     assert isinstance(task, DriftTask) and task.phase_every == 5 and task.max_turns == 1
-    assert DriftTask.pretrain_steps == ArithTask.pretrain_steps
+    assert recipe_for("drift").pretrain_steps == recipe_for("arith").pretrain_steps
     for bad in ({"phase_every": 0}, {"eval_phase": 2}, {"answer_share": 1.5}):
         with pytest.raises(ValueError):
             DriftTask(**bad)

@@ -3,7 +3,7 @@ different checkpoint; arguments that only change episodes (latency, runtime, dri
 
 from __future__ import annotations
 
-from bench.pretrain import base_checkpoint_path
+from bench.models.cache import base_checkpoint_path
 
 
 def test_episode_only_arguments_share_the_base_checkpoint(monkeypatch, tmp_path):
@@ -26,9 +26,10 @@ def test_recipe_batch_size_comes_from_the_task_and_the_cli_guards_the_cache(monk
 
     import pytest
 
-    from bench import pretrain as pretrain_module
+    from bench.commands import pretrain as pretrain_command
     from bench.errors import UsageError
-    from envs.registry import get_task_class
+    from bench.models import pretrain as pretrain_module
+    from bench.models.recipes import recipe_for
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
     seen = {}
@@ -36,11 +37,11 @@ def test_recipe_batch_size_comes_from_the_task_and_the_cli_guards_the_cache(monk
         pretrain_module, "_sample_batch", lambda ex, b, size, rng: seen.setdefault("size", size) and ex[:size]
     )
     info = pretrain_module.pretrain("arith", {}, steps=1, progress=False)
-    assert info["batch_size"] == seen["size"] == get_task_class("arith").pretrain_batch_size
-    assert get_task_class("swe").pretrain_batch_size < get_task_class("arith").pretrain_batch_size
+    assert info["batch_size"] == seen["size"] == recipe_for("arith").pretrain_batch_size
+    assert recipe_for("swe").pretrain_batch_size < recipe_for("arith").pretrain_batch_size
 
     parser = argparse.ArgumentParser()
-    pretrain_module.add_pretrain_arguments(parser)
+    pretrain_command.add_arguments(parser)
     for argv, message in (
         (["--batch-size", "8"], "--batch-size other than the arith recipe's 64 needs --out"),
         (["--batch-size", "0"], "--batch-size must be >= 1"),
@@ -48,15 +49,18 @@ def test_recipe_batch_size_comes_from_the_task_and_the_cli_guards_the_cache(monk
         (["--precision", "bf16"], "--precision other than the arith recipe's fp32 needs --out"),
     ):
         with pytest.raises(UsageError, match=message):
-            pretrain_module.pretrain_from_cli(parser.parse_args(argv))
+            pretrain_command.run(parser.parse_args(argv))
 
 
 def test_a_task_recipe_change_selects_a_new_base_checkpoint(monkeypatch, tmp_path):
-    from envs.registry import get_task_class
+    import dataclasses
+
+    from bench.models import recipes
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
     before = base_checkpoint_path("swe", {})
-    monkeypatch.setattr(get_task_class("swe"), "pretrain_steps", get_task_class("swe").pretrain_steps + 1)
+    longer = dataclasses.replace(recipes.RECIPES["swe"], pretrain_steps=recipes.RECIPES["swe"].pretrain_steps + 1)
+    monkeypatch.setitem(recipes.RECIPES, "swe", longer)
     assert base_checkpoint_path("swe", {}) != before
 
 
@@ -67,8 +71,8 @@ def test_bf16_pretraining_saves_a_float32_model_close_to_the_float32_recipe(tmp_
     import torch
     from transformers import AutoModelForCausalLM
 
-    from bench import pretrain as pretrain_module
-    from bench.models import new_tiny_model
+    from bench.models import pretrain as pretrain_module
+    from bench.models.tiny import new_tiny_model
 
     params = {}
     for precision in ("fp32", "bf16"):
@@ -105,10 +109,10 @@ def test_a_changed_default_selects_a_new_base_checkpoint(monkeypatch, tmp_path):
             super().__init__(answer_share=answer_share, **args)
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(registry, "get_task_class", lambda name: OldDrift)
+    monkeypatch.setattr(registry, "get", lambda name: OldDrift)
     old = base_checkpoint_path("drift", {})
     assert base_checkpoint_path("drift", {"answer_share": 0.5}) == old
-    monkeypatch.setattr(registry, "get_task_class", lambda name: NewDrift)
+    monkeypatch.setattr(registry, "get", lambda name: NewDrift)
     assert base_checkpoint_path("drift", {}) != old
     assert base_checkpoint_path("drift", {"answer_share": 0.5}) == old
 
@@ -118,9 +122,9 @@ def test_bench_run_pretrains_a_missing_base_once_and_honours_no_progress(monkeyp
     reaches the pretraining bar, so a log of a first run is not flooded with it."""
     import pytest
 
-    from bench import loop
-    from bench import pretrain as pretrain_module
     from bench.cli import main
+    from bench.models import pretrain as pretrain_module
+    from bench.train import loop
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
     calls = []

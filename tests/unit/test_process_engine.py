@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from bench.engines.base import GenerationRequest, SamplingParams, make_engine
+from bench.engines import make_engine
+from bench.engines.base import GenerationRequest, SamplingParams
 from bench.engines.process_engine import ProcessEngine
 from bench.engines.torch_engine import TorchEngine
-from bench.models import new_tiny_model
+from bench.models.tiny import new_tiny_model
 
 
 def _requests(tokenizer, n: int = 12, max_new: int = 24) -> list[GenerationRequest]:

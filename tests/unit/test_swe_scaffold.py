@@ -368,8 +368,8 @@ def test_buggy_module_raises_where_the_issue_says_so():
 
 
 def test_demonstrations_fit_the_tiny_context_and_have_the_documented_noise():
-    from bench.chat import render_transcript
-    from bench.tokenizer import build_tiny_tokenizer
+    from bench.models.chat import render_transcript
+    from bench.models.tokenizer import build_tiny_tokenizer
 
     tokenizer = build_tiny_tokenizer()
     pairs = synthetic.demonstrations(random.Random(0), 300)
@@ -407,7 +407,8 @@ def test_synthetic_function_names_avoid_swe_mini():
 
 # ---- the task -----------------------------------------------------------------------------------
 def test_task_rejects_bad_arguments(tmp_path):
-    from envs.registry import UnknownTaskError, get_task
+    from envs import registry as task_registry
+    from envs.registry import UnknownTaskError
     from envs.swe.task import SweTask
 
     with pytest.raises(
@@ -425,7 +426,7 @@ def test_task_rejects_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="wrong_fix_rate"):
         SweTask(wrong_fix_rate=2.0)
     with pytest.raises(UnknownTaskError, match="dataset: invalid value"):
-        get_task("swe", dataset="nope")
+        task_registry.make("swe", dataset="nope")
 
 
 def test_task_with_a_data_file_and_a_fake_runtime(tmp_path, monkeypatch):

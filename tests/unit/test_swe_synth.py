@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from benchmarks.registry import get_benchmark
+from benchmarks import registry as bench_registry
 from envs.swe import synthetic
 from envs.swe.local_runtime import LocalRuntime
 from envs.swe.task import SweTask
@@ -105,7 +105,7 @@ def test_invalid_combinations_name_the_field(args, message):
 
 
 def test_benchmark_is_the_held_out_stream():
-    spec = get_benchmark("swe-synth")
+    spec = bench_registry.get("swe-synth")
     problems = spec.load()
     assert len(problems) == 100
     assert problems[0].key == synthetic.generated_id("eval0", 0)
@@ -113,17 +113,17 @@ def test_benchmark_is_the_held_out_stream():
 
 
 def test_the_tiny_model_on_swe_mini_is_told_to_use_swe_synth(tmp_path, monkeypatch, capsys):
-    from bench import pretrain
     from bench.config import build_config
-    from bench.model_loading import load_policy_for_run
-    from bench.models import new_tiny_model
+    from bench.models import cache
+    from bench.models.tiny import new_tiny_model
+    from bench.train.setup import load_policy_for_run
 
     assert "--set task.dataset=swe-synth" in SweTask().tiny_model_note()  # swe-mini: the default
     assert SweTask(dataset="swe-synth").tiny_model_note() is None
     model, tokenizer = new_tiny_model(0)
     model.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
-    monkeypatch.setattr(pretrain, "ensure_base_checkpoint", lambda task, args: tmp_path)
+    monkeypatch.setattr(cache, "base_checkpoint_path", lambda task, args: tmp_path)
     for dataset, noted in [("swe-mini", True), ("swe-synth", False)]:
         config = build_config({"algo": "sao", "task": "swe", "task_args": {"dataset": dataset}})
         load_policy_for_run(config, SweTask(dataset=dataset))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bench import models
-from bench.models import _TokenLogprobs
+from bench.models import logprobs as models
+from bench.models.logprobs import _TokenLogprobs
 
 
 def _reference(logits_B_T_V, targets_B_T, temperature):

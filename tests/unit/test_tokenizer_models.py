@@ -10,18 +10,13 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from bench.models import (
-    ModelLoadError,
-    PackedBatch,
-    ValueModel,
-    freeze_attention,
-    load_model_and_tokenizer,
-    new_tiny_model,
-    pack,
-    response_logprobs,
-    tiny_config,
-)
-from bench.tokenizer import build_tiny_tokenizer
+from bench.errors import ModelLoadError
+from bench.models.critic import ValueModel, freeze_attention
+from bench.models.loading import load_model_and_tokenizer
+from bench.models.logprobs import response_logprobs
+from bench.models.packing import PackedBatch, pack
+from bench.models.tiny import new_tiny_model, tiny_config
+from bench.models.tokenizer import build_tiny_tokenizer
 
 PRINTABLE = "".join(chr(c) for c in range(32, 127)) + "\n"
 

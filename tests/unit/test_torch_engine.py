@@ -8,9 +8,12 @@ import copy
 import pytest
 import torch
 
-from bench.engines.base import GenerationRequest, SamplingParams, make_engine
+from bench.engines import make_engine
+from bench.engines.base import GenerationRequest, SamplingParams
 from bench.engines.torch_engine import TorchEngine
-from bench.models import new_tiny_model, pack, response_logprobs
+from bench.models.logprobs import response_logprobs
+from bench.models.packing import pack
+from bench.models.tiny import new_tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -216,7 +219,7 @@ def test_prompt_at_context_limit_and_bad_requests(tiny):
 def test_fallback_runner_for_other_architectures():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from bench.tokenizer import build_tiny_tokenizer
+    from bench.models.tokenizer import build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
     torch.manual_seed(0)

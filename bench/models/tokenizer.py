@@ -11,7 +11,7 @@ The one exception: the literal strings `<pad>`, `<bos>`, `<eos>`, `<unk>` in tex
 as their special tokens (they still decode back to the same text unless special tokens are
 skipped).
 
-bos is *not* added by `encode`: callers (`bench.chat.render_prompt`) add it themselves.
+bos is *not* added by `encode`: callers (`bench.models.chat.render_prompt`) add it themselves.
 """
 
 from __future__ import annotations

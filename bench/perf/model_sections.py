@@ -124,9 +124,9 @@ def learner_section(model: Any, tokenizer: Any, repeats: int, quick: bool) -> di
     import torch
 
     from algorithms import registry
-    from bench.models import pack
-    from bench.rollout import Trajectory
-    from bench.trainer import Learner, build_batch
+    from bench.models.packing import pack
+    from bench.rollout.episode import Trajectory
+    from bench.train.learner import Learner, build_batch
 
     B, T, P, G = (16, 16, 8, 8) if quick else (64, 64, 16, 8)
     lr = 1e-5
@@ -229,8 +229,8 @@ def length_buckets_section(model: Any, tokenizer: Any, repeats: int, quick: bool
     import torch
 
     from algorithms import registry
-    from bench.rollout import Trajectory
-    from bench.trainer import Learner, build_batch
+    from bench.rollout.episode import Trajectory
+    from bench.train.learner import Learner, build_batch
     from envs.arith import ArithTask, worked_solution
 
     B = 16 if quick else 64

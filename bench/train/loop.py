@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import os
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,13 +17,18 @@ from typing import Any
 
 import torch
 
-from bench.config import RunConfig, make_algorithm
-from bench.engines.base import SamplingParams, make_engine
+from bench.config import RunConfig
+from bench.engines import make_engine
+from bench.engines.base import SamplingParams
 from bench.errors import RunStopped
-from bench.rollout import EngineWorker, Group, RolloutProducer
-from bench.rundir import RunDir
-from bench.seeding import derive_seed, seed_everything
-from bench.trainer import Learner, build_batch, make_accelerator
+from bench.rollout.producer import Group, RolloutProducer
+from bench.rollout.worker import EngineWorker
+from bench.seeding import derive_seed
+from bench.train.checkpoints import save_checkpoint
+from bench.train.learner import Learner, build_batch
+from bench.train.metrics import advance_bar, batch_metrics, progress_bar
+from bench.train.setup import make_learner
+from results.rundir import RunDir
 
 ROLLOUT_TIMEOUT_S = 600.0  # no finished group for this long means the rollout side is stuck
 MAX_REJECTED_IN_A_ROW = 200  # groups rejected by `accept_group` in a row before giving up
@@ -85,89 +89,29 @@ def collect_batch(
     return out
 
 
-def batch_metrics(groups: list[Group], version: int) -> dict[str, float]:
-    """Reward, length and staleness statistics of an accepted batch, plus the means of the
-    metrics that episodes report in `info["metrics"]` (a dict of metric name -> number)."""
-    trajs = [t for g in groups for t in g.trajectories]
-    rewards = [t.reward for t in trajs]
-    staleness = [version - v for t in trajs for v in t.versions if v >= 0]
-    lengths = [sum(t.action_mask) for t in trajs]
-    # envs may report their own per-episode metrics (e.g. the drift wrapper's reward/phase_k,
-    # tool-call counts): each is averaged over the trajectories that report it
-    reported: dict[str, list[float]] = {}
-    for t in trajs:
-        for key, value in (t.info.get("metrics") or {}).items():
-            reported.setdefault(key, []).append(float(value))
-    return {
-        **{key: statistics.fmean(values) for key, values in sorted(reported.items())},
-        "reward/mean": statistics.fmean(rewards),
-        "reward/std": statistics.pstdev(rewards),
-        "rollout/tokens": float(sum(len(t.response_ids) for t in trajs)),
-        "rollout/action_tokens_mean": statistics.fmean(lengths),
-        "rollout/truncated_frac": statistics.fmean(float(t.truncated) for t in trajs),
-        "rollout/turns_mean": statistics.fmean(t.turns for t in trajs),
-        "staleness/mean": statistics.fmean(staleness) if staleness else 0.0,
-        "staleness/max": float(max(staleness, default=0)),
-    }
+@dataclass
+class Rollouts:
+    """The rollout side of a run: its engine, the engine's thread, the producer of groups and
+    the sampling settings of every turn (`start_rollouts`)."""
+
+    engine: Any
+    worker: EngineWorker
+    producer: RolloutProducer
+    sampling: SamplingParams
+    previous_threads: int | None  # the learner's torch threads before the engine took its cores
+
+    def close(self) -> None:
+        """Stop producing, stop the engine thread, release the engine and the learner's cores."""
+        self.producer.close()
+        self.worker.close()
+        self.engine.close()
+        if self.previous_threads is not None:
+            torch.set_num_threads(self.previous_threads)
 
 
-def save_checkpoint(run: RunDir, learner: Learner, tokenizer: Any, step: int, keep_last: int = 2) -> Path:
-    """Write policy, critic, optimizer and algorithm state atomically; keep the latest `keep_last`
-    checkpoints (0 = all)."""
-    tmp = run.begin_checkpoint(step)
-    learner.unwrapped_policy.save_pretrained(tmp / "policy")
-    tokenizer.save_pretrained(tmp / "policy")
-    if learner.unwrapped_critic is not None:
-        learner.unwrapped_critic.save_pretrained(tmp / "critic")
-    torch.save(learner.state_dict(), tmp / "learner.pt")
-    return run.commit_checkpoint(tmp, step, keep_last)
-
-
-def _make_learner(config: RunConfig, resume: Path | None):
-    """Algorithm, task, tokenizer and learner (restored from `resume` when given)."""
-    from bench.model_loading import load_policy_for_run, resolve_learning_rates
-    from envs.registry import get_task
-
-    accelerator = make_accelerator()
-    seed_everything(config.seed)  # same initial weights on every rank
-    algo = make_algorithm(config)
-    task = get_task(config.task, **config.task_args)
-    policy, tokenizer = load_policy_for_run(config, task, None if resume is None else resume / "policy")
-    policy_lr, critic_lr = resolve_learning_rates(config, algo, policy, task)
-    learner = Learner(
-        algo,
-        policy,
-        policy_lr,
-        critic_lr,
-        config.grad_clip,
-        config.minibatches,
-        config.temperature,
-        config.nan_patience,
-        accelerator,
-        chunk_tokens=config.learner_chunk_tokens,
-    )
-    if resume is not None:
-        if learner.unwrapped_critic is not None:
-            saved = type(learner.unwrapped_critic).load(resume / "critic")
-            learner.unwrapped_critic.load_state_dict(saved.state_dict())
-        learner.load_state_dict(torch.load(resume / "learner.pt", weights_only=False))
-    return task, tokenizer, learner
-
-
-def train(
-    config: RunConfig, run: RunDir, resume: Path | None = None, progress: bool = True
-) -> dict[str, Any]:
-    """Run (or resume) training as configured; returns the summary written to summary.json.
-
-    Under `accelerate launch` every rank runs its own engine and producer on its own problem
-    stream (seeds differ by rank) and gradients are averaged across ranks; only the main
-    process writes to the run directory.
-    """
-    task, tokenizer, learner = _make_learner(config, resume)
+def start_rollouts(config: RunConfig, task: Any, tokenizer: Any, learner: Learner) -> Rollouts:
+    """An engine on a copy of the current policy and a producer already launching groups."""
     acc = learner.accelerator
-    is_main = acc.is_main_process
-    if resume is not None and is_main:
-        run.truncate_metrics(learner.step)
     engine = make_engine(
         config.engine,
         copy.deepcopy(learner.unwrapped_policy).eval(),
@@ -178,7 +122,6 @@ def train(
     previous_threads = _leave_cores_for_the_engine(engine, acc)
     engine.update_weights(learner.unwrapped_policy.state_dict(), learner.version)
     worker = EngineWorker(engine)
-    sync = config.mode == "sync"
     sampling = SamplingParams(
         temperature=config.temperature,
         top_p=config.top_p,
@@ -196,59 +139,78 @@ def train(
         tokenizer,
         sampling,
         learner.algo.group_size,
-        capacity=config.trajectories_per_step * (1 if sync else 2),
+        capacity=config.trajectories_per_step * (1 if config.mode == "sync" else 2),
         seed=rank_seed,
         max_context_tokens=int(getattr(learner.unwrapped_policy.config, "max_position_embeddings", 2048)),
         first_group_id=learner.step * 1_000_000,
     )
     producer.start()
-    bar = _progress(config.steps, learner.step, progress and is_main)
+    return Rollouts(engine, worker, producer, sampling, previous_threads)
+
+
+def train(
+    config: RunConfig, run: RunDir, resume: Path | None = None, progress: bool = True
+) -> dict[str, Any]:
+    """Run (or resume from checkpoint `resume`) training as configured into `run` (made by
+    `bench.train.start.start_run`); returns the summary written to summary.json.
+
+    Under `accelerate launch` every rank runs its own engine and producer on its own problem
+    stream (seeds differ by rank) and gradients are averaged across ranks; only the main
+    process writes to the run directory.
+    """
+    task, tokenizer, learner = make_learner(config, resume)
+    is_main = learner.accelerator.is_main_process
+    if resume is not None and is_main:
+        run.truncate_metrics(learner.step)
+    rollouts = start_rollouts(config, task, tokenizer, learner)
+    bar = progress_bar(config.steps, learner.step, progress and is_main)
     start, first_step = time.perf_counter(), learner.step
     last: dict[str, float] = {}
     try:
         if config.eval_every and learner.step == 0 and is_main:
             run.append_metrics({"step": 0, **evaluate_during_training(config, learner, tokenizer, run)})
         while learner.step < config.steps:
-            last = _one_step(config, task, tokenizer, learner, engine, producer, sampling, start)
+            last = _one_step(config, task, tokenizer, learner, rollouts, start)
             if is_main and config.eval_every and learner.step % config.eval_every == 0:
                 last.update(evaluate_during_training(config, learner, tokenizer, run))
-            out_of_time = _out_of_time(config, acc, start)
+            out_of_time = _out_of_time(config, learner.accelerator, start)
             if is_main:
                 run.append_metrics(last)
-                if (
-                    config.checkpoint_every
-                    and learner.step % config.checkpoint_every == 0
-                    or learner.step == config.steps
-                    or out_of_time
-                ):
+                if _checkpoint_due(config, learner.step) or out_of_time:
                     save_checkpoint(run, learner, tokenizer, learner.step, config.keep_checkpoints)
-            _advance(bar, last, learner.step - first_step, time.perf_counter() - start)
+            advance_bar(bar, last, learner.step - first_step, time.perf_counter() - start)
             if out_of_time:
                 break
     finally:
-        producer.close()
-        worker.close()
-        engine.close()
-        if previous_threads is not None:
-            torch.set_num_threads(previous_threads)
+        rollouts.close()
         if bar is not None:
             bar.close()
-    summary = {
+    summary = _summary(learner, time.perf_counter() - start, last)
+    if is_main:
+        run.write_summary(summary)
+    return summary
+
+
+def _checkpoint_due(config: RunConfig, step: int) -> bool:
+    """Whether `step` ends with a checkpoint: every `checkpoint_every` steps and the last one."""
+    return bool(config.checkpoint_every and step % config.checkpoint_every == 0) or step == config.steps
+
+
+def _summary(learner: Learner, wall_s: float, last: dict[str, float]) -> dict[str, Any]:
+    """What summary.json records at the end of a run."""
+    return {
         "steps": learner.step,
         "policy_version": learner.version,
-        "wall_s": time.perf_counter() - start,
+        "wall_s": wall_s,
         "final": last,
         "nonfinite_skipped": learner.nonfinite_total,
         "frozen_critic_params": learner.frozen_critic_params,
-        "world_size": acc.num_processes,
+        "world_size": learner.accelerator.num_processes,
         # the rates actually used (config values of None resolve by model size and task)
         "policy_lr": learner.policy_opt.param_groups[0]["lr"],
         "critic_lr": None if learner.critic_opt is None else learner.critic_opt.param_groups[0]["lr"],
         "policy_checksum_per_rank": learner.policy_checksums(),
     }
-    if is_main:
-        run.write_summary(summary)
-    return summary
 
 
 def learner_threads(cpus: int, ranks_on_host: int, engine_threads: int) -> int:
@@ -290,8 +252,10 @@ def evaluate_during_training(
     """Evaluate the current policy on the configured benchmarks (the `bench eval` code path);
     records go to evals/step_NNNNNN/, the returned metrics into metrics.jsonl."""
     from bench.config import eval_benchmarks
-    from bench.evaluate import eval_metrics, evaluate, write_eval
-    from benchmarks.registry import get_benchmark
+    from bench.eval.evaluate import evaluate
+    from benchmarks import registry as bench_registry
+    from benchmarks.scoring import eval_metrics
+    from results.evals import write_eval
 
     metrics: dict[str, Any] = {}
     t0 = time.perf_counter()
@@ -299,7 +263,7 @@ def evaluate_during_training(
         result = evaluate(
             learner.unwrapped_policy,
             tokenizer,
-            get_benchmark(name),
+            bench_registry.get(name),
             k=config.eval_k,
             limit=config.eval_limit,
             sampling={"temperature": config.temperature, "top_p": config.top_p},
@@ -308,16 +272,15 @@ def evaluate_during_training(
             engine_slots=config.engine_slots,
             model_id=f"{run.path}@step{learner.step}",
         )
-        write_eval(run.path / "evals" / f"step_{learner.step:06d}", result)
+        write_eval(run.path / "evals" / f"step_{learner.step:06d}", result.records, result.summary)
         metrics.update(eval_metrics(result.summary))
     metrics["time/eval_s"] = time.perf_counter() - t0
     return metrics
 
 
-def _one_step(
-    config, task, tokenizer, learner: Learner, engine, producer, sampling, start: float
-) -> dict[str, float]:
+def _one_step(config, task, tokenizer, learner: Learner, rollouts: Rollouts, start: float) -> dict[str, float]:
     """Collect one batch, train on it, push the new weights; returns the step's metrics."""
+    engine, producer, sampling = rollouts.engine, rollouts.producer, rollouts.sampling
     sync = config.mode == "sync"
     t0 = time.perf_counter()
     got = collect_batch(producer, learner, config, 0 if sync else config.max_staleness)
@@ -350,23 +313,3 @@ def _one_step(
         }
     )
     return record
-
-
-def _progress(total: int, initial: int, enabled: bool):
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, desc="train", unit="step", dynamic_ncols=True)
-
-
-def _advance(bar, record: dict[str, float], steps_done: int, elapsed: float) -> None:
-    if bar is None:
-        return
-    bar.set_postfix(
-        reward=f"{record['reward/mean']:.3f}",
-        steps_per_s=f"{steps_done / max(elapsed, 1e-9):.2f}",
-        stale=f"{record['staleness/mean']:.2f}",
-        refresh=False,
-    )
-    bar.update(1)

@@ -1,4 +1,7 @@
-"""Run directories: config.json, env.json, metrics.jsonl, checkpoints/, evals/, summary.json.
+"""The run-directory contract: config.json, env.json, metrics.jsonl, checkpoints/, evals/,
+summary.json. The training loop writes through `RunDir`; reports, comparisons and sweeps read
+through it. Standard library only (no torch, nothing from `bench`), so reading results never
+needs the runtime.
 
 Writes are crash-safe: metrics lines are flushed and fsynced one by one, checkpoints are
 written to a temporary directory and renamed into place, so a `kill -9` never leaves a
@@ -10,49 +13,15 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 import shutil
-import subprocess
-import sys
-import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 CHECKPOINT_PREFIX = "step_"
-PACKAGES = ("torch", "transformers", "accelerate", "trl", "vllm", "math-verify", "datasets", "optuna")
 
 
-def _git(*args: str) -> str | None:
-    try:
-        root = Path(__file__).resolve().parents[1]
-        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() if out.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-
-
-def environment_info(seed: int) -> dict[str, Any]:
-    """Provenance of a run: git commit and dirty flag, package versions, hardware, seed."""
-    versions = {}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    import torch
-
-    return {
-        "git_commit": _git("rev-parse", "HEAD"),
-        "git_dirty": bool(_git("status", "--porcelain")),
-        "python": sys.version.split()[0],
-        "packages": versions,
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "seed": seed,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
+class RunDirError(ValueError):
+    """A run directory that cannot be used as asked (e.g. --out of a non-empty directory)."""
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -71,19 +40,17 @@ class RunDir:
         self.metrics_path = self.path / "metrics.jsonl"
 
     @classmethod
-    def create(cls, path: str | Path, config: dict[str, Any], seed: int) -> RunDir:
-        """Make a new run directory and write config.json and env.json."""
+    def create(cls, path: str | Path, config: dict[str, Any], env: dict[str, Any]) -> RunDir:
+        """Make a new run directory and write config.json and `env` (provenance) as env.json."""
         run = cls(path)
         if run.path.exists() and any(run.path.iterdir()):
-            from bench.errors import UsageError
-
-            raise UsageError(
+            raise RunDirError(
                 f"--out {run.path} already exists and is not empty; use --resume {run.path} to continue it"
             )
         run.checkpoints.mkdir(parents=True, exist_ok=True)
         (run.path / "evals").mkdir(exist_ok=True)
         write_json_atomic(run.path / "config.json", config)
-        write_json_atomic(run.path / "env.json", environment_info(seed))
+        write_json_atomic(run.path / "env.json", env)
         run.metrics_path.touch()
         return run
 

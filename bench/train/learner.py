@@ -5,7 +5,7 @@ looks at the algorithm's name. accelerate wraps models and optimizers, so the sa
 single-process (default) or data-parallel under `accelerate launch`.
 
 Memory: a batch above the learner's token budget (`chunk_tokens`, by default from the model's
-size, see `bench.models.learner_chunk_tokens`) is never run through a model in one piece. Its
+size, see `bench.models.logprobs.learner_chunk_tokens`) is never run through a model in one piece. Its
 no-grad passes go chunk by chunk, and its updates take the loss's gradient with respect to the
 model outputs (log-probs or values) from a no-grad pass, then back-propagate that gradient
 through each chunk's forward in turn: by the chain rule the accumulated parameter gradient is
@@ -25,8 +25,10 @@ import torch
 
 from algorithms.base import Algorithm, CriticLossInputs, PolicyLossInputs, Trajectories
 from bench.errors import RunStopped
-from bench.models import BucketedBatch, ValueModel, freeze_attention, learner_chunk_tokens, response_logprobs
-from bench.rollout import Trajectory
+from bench.models.critic import ValueModel, freeze_attention
+from bench.models.logprobs import learner_chunk_tokens, response_logprobs
+from bench.models.packing import BucketedBatch
+from bench.rollout.episode import Trajectory
 
 
 class TrainingDiverged(RunStopped):
@@ -102,16 +104,19 @@ class Learner:
         self,
         algo: Algorithm,
         policy: torch.nn.Module,
+        *,
         policy_lr: float,
         critic_lr: float,
-        grad_clip: float,
-        minibatches: int,
-        temperature: float,
-        nan_patience: int,
+        grad_clip: float = 1.0,
+        minibatches: int = 1,
+        temperature: float = 1.0,
+        nan_patience: int = 3,
         accelerator: Any | None = None,
         chunk_tokens: int = 0,
     ) -> None:
-        """`chunk_tokens`: padded tokens per forward/backward (0: `learner_chunk_tokens(policy)`)."""
+        """The run config's fields of the same names (`bench.config.RunConfig`) set the keyword
+        arguments in a run; `chunk_tokens`: padded tokens per forward/backward (0:
+        `learner_chunk_tokens(policy)`); `accelerator`: default `make_accelerator()`."""
         self.algo, self.grad_clip, self.minibatches = algo, grad_clip, minibatches
         self.chunk_tokens = chunk_tokens or learner_chunk_tokens(policy)
         self.temperature, self.nan_patience = temperature, nan_patience

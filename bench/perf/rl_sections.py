@@ -106,8 +106,8 @@ class _OurGRPO:
         from algorithms import registry
         from bench.engines.base import SamplingParams
         from bench.engines.torch_engine import TorchEngine
-        from bench.models import load_model_and_tokenizer
-        from bench.trainer import Learner
+        from bench.models.loading import load_model_and_tokenizer
+        from bench.train.learner import Learner
 
         policy, self.tokenizer = load_model_and_tokenizer(str(model_dir))
         grpo = registry.get("grpo")
@@ -142,8 +142,8 @@ class _OurGRPO:
 
     def _step(self, texts: list[str]) -> None:
         from bench.engines.base import GenerationRequest
-        from bench.rollout import Trajectory
-        from bench.trainer import build_batch
+        from bench.rollout.episode import Trajectory
+        from bench.train.learner import build_batch
 
         tok, s = self.tokenizer, self.steps
         prompts = [texts[(s * self.n_prompts + p) % len(texts)] for p in range(self.n_prompts)]
@@ -300,10 +300,11 @@ class _StepTimes:
 # ---- async_vs_sync -------------------------------------------------------------------------------
 def perf_base_checkpoint(task: str = "arith") -> Path:
     """A small pretrained model of `task` for the loop benchmarks (150 steps), cached; rebuilt
-    when `bench.pretrain.RECIPE_VERSION` changes."""
+    when `bench.models.cache.RECIPE_VERSION` changes."""
     import json
 
-    from bench.pretrain import RECIPE_VERSION, cache_root, pretrain
+    from bench.models.cache import RECIPE_VERSION, cache_root
+    from bench.models.pretrain import pretrain
 
     path = cache_root() / ("perf-base" if task == "arith" else f"perf-base-{task}")
     info = path / "pretrain.json"
@@ -325,7 +326,7 @@ AGENT_TOOL_LATENCY_S = 0.3
 
 
 def async_vs_sync_section(repeats: int, quick: bool) -> dict[str, Any]:
-    """Wall time of the same number of trajectories through `bench.loop.train`, sync vs async,
+    """Wall time of the same number of trajectories through `bench.train.loop.train`, sync vs async,
     on arith (CPU-bound rollouts with heavy-tailed lengths)."""
     return _loop_modes_section(repeats, quick, "arith", {}, steps=8, per_step=32, target=1.5)
 
@@ -340,10 +341,10 @@ def agent_async_vs_sync_section(repeats: int, quick: bool) -> dict[str, Any]:
 def _loop_modes_section(
     repeats: int, quick: bool, task: str, task_args: dict[str, Any], steps: int, per_step: int, target: float
 ) -> dict[str, Any]:
-    """Sync vs async `bench.loop.train` runs of GRPO on `task`, alternating order per repeat."""
+    """Sync vs async `bench.train.loop.train` runs of GRPO on `task`, alternating order per repeat."""
     from bench.config import build_config
-    from bench.loop import train
-    from bench.rundir import RunDir
+    from bench.train.loop import train
+    from bench.train.start import start_run
 
     steps, per_step = (2, 16) if quick else (steps, per_step)
     base = perf_base_checkpoint(task)
@@ -368,7 +369,7 @@ def _loop_modes_section(
                         "checkpoint_every": 0,
                     }
                 )
-                run = RunDir.create(Path(tmp) / f"{mode}-{r}", config.to_dict(), config.seed)
+                run = start_run(config, Path(tmp) / f"{mode}-{r}", progress=False)
                 cpu_start = _cpu_seconds()
                 train(config, run, progress=False)
                 metrics = run.read_metrics()
@@ -386,7 +387,7 @@ def _loop_modes_section(
         "wall_seconds",
         runs["async"],
         runs["sync"],
-        peer="bench.loop.train --mode sync",
+        peer="bench.train.loop.train --mode sync",
         ratio="peer / ours (sync seconds / async seconds)",
         target=target,
         async_mean_staleness=statistics.fmean(staleness),
@@ -403,7 +404,7 @@ def _loop_modes_section(
             "trajectories": steps * per_step,
             "max_staleness": 4,
             "engine_slots": 64,
-            "model": f"{base} (bench.pretrain.pretrain({task!r}, steps=150), cached)",
+            "model": f"{base} (bench.models.pretrain.pretrain({task!r}, steps=150), cached)",
         },
         notes=[
             "ours = async mode; seconds = time/elapsed_s of the last step in metrics.jsonl (from the start of "

@@ -18,10 +18,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-ENGINES = ("torch", "vllm")  # bench.engines.base.ENGINE_NAMES, repeated so `bench --help` imports no torch
+from bench.engines.base import ENGINE_NAMES
 
 
-def add_eval_arguments(p: argparse.ArgumentParser) -> None:
+def register(sub) -> None:
+    """Add `bench eval` to the subcommands."""
+    p = sub.add_parser(
+        "eval", help="evaluate a checkpoint on benchmarks; writes records and a summary per benchmark"
+    )
+    add_arguments(p)
+    p.set_defaults(func=run)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of `bench eval`."""
     p.add_argument(
         "--model",
@@ -50,7 +59,7 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--engine",
-        choices=ENGINES,
+        choices=ENGINE_NAMES,
         default="torch",
         help="generation engine: torch (CPU or GPU) or vllm (GPU, gpu extra) (default: torch)",
     )
@@ -132,77 +141,6 @@ def _check_options(args: argparse.Namespace, n_bench: int) -> None:
             raise UsageError("the vllm engine needs vLLM, which is not installed: pip install -e .[gpu]")
 
 
-TINY_TASK_OF_BENCHMARK = {
-    "arith": "arith",
-    "agent": "agent",
-    "swe-mini": "swe",
-    "swe-synth": "swe",
-    "swe-verified": "swe",
-}
-"""Which task's tiny base checkpoint `--model tiny` means for an embedded benchmark (else arith)."""
-
-
-def tiny_task(bench_names: list[str]) -> str:
-    """The task whose tiny base checkpoint `--model tiny` loads for these benchmarks."""
-    from bench.errors import UsageError
-
-    tasks = {TINY_TASK_OF_BENCHMARK.get(name, "arith") for name in bench_names}
-    if len(tasks) > 1:
-        raise UsageError(
-            f"--model tiny means a different base checkpoint for each of {', '.join(bench_names)} "
-            f"(tasks {', '.join(sorted(tasks))}); evaluate them one at a time"
-        )
-    return tasks.pop()
-
-
-def resolve_model(spec: str, task: str = "arith", progress: bool = True) -> tuple[str, Path | None]:
-    """(what to load: a directory or a hub id, the run directory when `spec` is one).
-
-    `tiny` is the embedded model's base checkpoint for `task` (pretrained on first use).
-    Raises UsageError for a run directory without a checkpoint, or a checkpoint directory
-    without `policy/`.
-    """
-    from bench.errors import UsageError
-
-    if spec == "tiny":
-        from bench.pretrain import ensure_base_checkpoint
-
-        return str(ensure_base_checkpoint(task, progress=progress)), None
-    path = Path(spec).expanduser()
-    if not path.is_dir():
-        return spec, None
-    if (path / "checkpoints").is_dir():
-        from bench.rundir import RunDir
-
-        latest = RunDir(path).latest_checkpoint()
-        if latest is None:
-            raise UsageError(f"run directory {path} has no checkpoint yet (no checkpoints/step_NNNNNN/)")
-        if not (latest / "policy").is_dir():
-            raise UsageError(f"checkpoint {latest} has no policy/ directory")
-        return str(latest / "policy"), path
-    if (path / "policy").is_dir():
-        return str(path / "policy"), None
-    if path.name.startswith("step_"):
-        raise UsageError(f"checkpoint {path} has no policy/ directory")
-    return str(path), None
-
-
-def _load_model(source: str, engine: str, progress: bool) -> tuple[Any, Any]:
-    """(model, tokenizer); on the GPU for the torch engine when one is present."""
-    import torch
-
-    from bench.models import load_model_and_tokenizer
-
-    if not progress:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-    model, tokenizer = load_model_and_tokenizer(source)
-    if engine == "torch" and torch.cuda.is_available():
-        model = model.to("cuda")
-    return model, tokenizer
-
-
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}"
 
@@ -222,7 +160,7 @@ def _print_results(summaries: list[dict[str, Any]], paths: list[tuple[Path, Path
                 "pass@k": _pct(s["pass_at_k"][str(s["k"])]),
             }
         )
-    from bench.tables import print_table
+    from results.tables import print_table
 
     print_table(rows, ["benchmark", "n", "k", "avg@k", "95% CI", "pass@k"])
     print(
@@ -243,7 +181,7 @@ def _print_results(summaries: list[dict[str, Any]], paths: list[tuple[Path, Path
 
 def _print_breakdown(summary: dict[str, Any]) -> None:
     """avg@k of one benchmark per value of its breakdown key (scores in %)."""
-    from bench.tables import print_table
+    from results.tables import print_table
 
     key = summary["breakdown"]["key"]
     rows = [
@@ -255,14 +193,16 @@ def _print_breakdown(summary: dict[str, Any]) -> None:
     print_table(rows, [key, "n", "avg@k", "95% CI"])
 
 
-def eval_from_cli(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Handler of `bench eval`."""
-    from bench.evaluate import check_supported, evaluate, write_eval
-    from benchmarks.registry import get_benchmark
+    from bench.eval.checkpoints import load_for_eval, resolve_model, tiny_task
+    from bench.eval.evaluate import check_supported, evaluate
+    from benchmarks import registry as bench_registry
+    from results.evals import write_eval
 
     names = _bench_names(args.bench)
     _check_options(args, len(names))
-    specs = [get_benchmark(n) for n in names]
+    specs = [bench_registry.get(n) for n in names]
     for spec in specs:
         check_supported(spec)
     problems = {spec.name: spec.load(args.data, args.limit) for spec in specs}  # fails fast when offline
@@ -273,7 +213,7 @@ def eval_from_cli(args: argparse.Namespace) -> int:
     source, run_dir = resolve_model(
         args.model, tiny_task(names) if args.model == "tiny" else "arith", progress=not args.no_progress
     )
-    model, tokenizer = _load_model(source, args.engine, not args.no_progress)
+    model, tokenizer = load_for_eval(source, args.engine, not args.no_progress)
     if args.out is not None:
         out = Path(args.out)
     elif run_dir is not None:
@@ -301,7 +241,7 @@ def eval_from_cli(args: argparse.Namespace) -> int:
         )
         if spec.name in SWE_BENCHMARKS:
             _swe_outputs(spec.name, result, out, model_id, args.data)
-        paths.append(write_eval(out, result))
+        paths.append(write_eval(out, result.records, result.summary))
         summaries.append(result.summary)
     _print_results(summaries, paths)
     return 0
@@ -323,7 +263,7 @@ def _check_episode_task(spec: Any, problems: list[Any]) -> None:
 
 def _swe_outputs(name: str, result: Any, out: Path, model_id: str, data_path: str | None) -> None:
     """Predictions file(s) for the official harness; for swe-verified, the harness's own verdict."""
-    from bench.swe_eval import run_official_harness, write_predictions_files
+    from bench.eval.swe import run_official_harness, write_predictions_files
 
     predictions = write_predictions_files(out, name, result.records, model_id)
     result.summary["predictions_files"] = [str(p) for p in predictions]

@@ -21,7 +21,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.models import ModelLoadError
+from bench.errors import ModelLoadError
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ OFFLINE_MODELS = {
 
 def offline_model_dir(alias: str) -> Path:
     """The cache directory of the converted model (under the same cache root as base checkpoints)."""
-    from bench.pretrain import cache_root
+    from bench.models.cache import cache_root
 
     return cache_root() / "models" / OFFLINE_MODELS[alias].name
 

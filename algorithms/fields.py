@@ -1,0 +1,35 @@
+"""Config fields with help text, shared by algorithm configs and the run config (torch-free, so
+the command line can validate names and values before it imports torch)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import field
+from typing import Any
+
+
+def doc(text: str, *, flag: str | None = None, choices: tuple[str, ...] | None = None, **kwargs: Any) -> Any:
+    """A dataclass field whose help text is kept in metadata (shown by `bench algos NAME` and
+    `bench run --help`); `flag` and `choices` (run config fields only) give it a command-line
+    option of its own, derived from the field by `bench run`."""
+    metadata: dict[str, Any] = {"help": text}
+    if flag is not None:
+        metadata["flag"] = flag
+    if choices is not None:
+        metadata["choices"] = choices
+    return field(metadata=metadata, **kwargs)
+
+
+def describe_fields(config_cls: type) -> list[dict[str, Any]]:
+    """Describe a config dataclass: name, type, default and help text of each field."""
+    out = []
+    for f in dataclasses.fields(config_cls):
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = None
+        type_name = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        out.append({"name": f.name, "type": type_name, "default": default, "help": f.metadata.get("help", "")})
+    return out

@@ -1,0 +1,88 @@
+"""`bench run`: parse options into a RunConfig, start or resume the run, train."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+from bench.commands import add_plugin_option, load_plugins
+from bench.config import RunConfig, build_config, flag_fields, load_toml, parse_set_options
+
+
+def register(sub) -> None:
+    """Add `bench run` to the subcommands."""
+    p = sub.add_parser("run", help="train an algorithm on a task; writes a run directory")
+    add_arguments(p)
+    add_plugin_option(p)
+    p.set_defaults(func=run)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of `bench run`: one flag per run config field that has one (`flag_fields`, so
+    help and defaults are the field's own), `--set` for every other field, and the run dir."""
+    fields = "\n".join(f"  {f.name:<22} {f.metadata.get('help', '')}" for f in dataclasses.fields(RunConfig))
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = f"config fields (set with --set FIELD=VALUE or in --config FILE.toml):\n{fields}"
+    for f in flag_fields():
+        default = "" if f["default"] in (None, "") else f" (default: {f['default']})"
+        p.add_argument(f["flag"], dest=f["name"], type=f["type"], choices=f["choices"], help=f["help"] + default)
+    p.add_argument("--out", help="run directory to create (default: runs/<algo>-<task>-s<seed>-<time>)")
+    p.add_argument(
+        "--config",
+        metavar="FILE.toml",
+        help="TOML file of config fields ([algo] and [task] tables for algorithm fields and task arguments)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any config field, e.g. --set trajectories_per_step=64 --set algo.eps_high=4.0 "
+        "--set task.demo_error_rate=0.2; repeatable; wins over --config and flags",
+    )
+    p.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue RUN_DIR from its last checkpoint (config from RUN_DIR; --steps may extend it)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """The run config of a new run: field defaults < --config < flags < --set."""
+    flags = {f["name"]: getattr(args, f["name"]) for f in flag_fields()}
+    file_layer = load_toml(args.config) if args.config else {}
+    return build_config(
+        file_layer, {k: v for k, v in flags.items() if v is not None}, parse_set_options(args.set)
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handler of `bench run`."""
+    from bench.train.start import process_state, resume_run, start_run
+
+    load_plugins(args)
+    if args.resume:
+        run_dir, config, checkpoint = resume_run(args.resume, steps=args.steps)
+    else:
+        config = config_from_args(args)
+        run_dir, checkpoint = start_run(config, args.out, progress=not args.no_progress), None
+    from bench.train.loop import train
+
+    summary = train(config, run_dir, resume=checkpoint, progress=not args.no_progress)
+    if not process_state().is_main_process:
+        return 0
+    final = summary.get("final", {})
+    print(
+        json.dumps(
+            {
+                "run_dir": str(Path(run_dir.path)),
+                "steps": summary["steps"],
+                "wall_s": round(summary["wall_s"], 1),
+                "reward/mean(last step)": final.get("reward/mean"),
+            }
+        )
+    )
+    return 0

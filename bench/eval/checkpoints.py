@@ -1,0 +1,76 @@
+"""What `--model` means when a checkpoint is evaluated: a run directory, a checkpoint
+directory, `tiny` (the embedded model's base checkpoint of the benchmark's task), or a model
+directory / hub id; and loading it for evaluation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench.errors import UsageError
+
+TINY_TASK_OF_BENCHMARK = {
+    "arith": "arith",
+    "agent": "agent",
+    "swe-mini": "swe",
+    "swe-synth": "swe",
+    "swe-verified": "swe",
+}
+"""Which task's tiny base checkpoint `--model tiny` means for an embedded benchmark (else arith)."""
+
+
+def tiny_task(bench_names: list[str]) -> str:
+    """The task whose tiny base checkpoint `--model tiny` loads for these benchmarks."""
+    tasks = {TINY_TASK_OF_BENCHMARK.get(name, "arith") for name in bench_names}
+    if len(tasks) > 1:
+        raise UsageError(
+            f"--model tiny means a different base checkpoint for each of {', '.join(bench_names)} "
+            f"(tasks {', '.join(sorted(tasks))}); evaluate them one at a time"
+        )
+    return tasks.pop()
+
+
+def resolve_model(spec: str, task: str = "arith", progress: bool = True) -> tuple[str, Path | None]:
+    """(what to load: a directory or a hub id, the run directory when `spec` is one).
+
+    `tiny` is the embedded model's base checkpoint for `task` (pretrained on first use).
+    Raises UsageError for a run directory without a checkpoint, or a checkpoint directory
+    without `policy/`.
+    """
+    if spec == "tiny":
+        from bench.models.cache import ensure_base_checkpoint
+
+        return str(ensure_base_checkpoint(task, progress=progress)), None
+    path = Path(spec).expanduser()
+    if not path.is_dir():
+        return spec, None
+    if (path / "checkpoints").is_dir():
+        from results.rundir import RunDir
+
+        latest = RunDir(path).latest_checkpoint()
+        if latest is None:
+            raise UsageError(f"run directory {path} has no checkpoint yet (no checkpoints/step_NNNNNN/)")
+        if not (latest / "policy").is_dir():
+            raise UsageError(f"checkpoint {latest} has no policy/ directory")
+        return str(latest / "policy"), path
+    if (path / "policy").is_dir():
+        return str(path / "policy"), None
+    if path.name.startswith("step_"):
+        raise UsageError(f"checkpoint {path} has no policy/ directory")
+    return str(path), None
+
+
+def load_for_eval(source: str, engine: str, progress: bool) -> tuple[Any, Any]:
+    """(model, tokenizer); on the GPU for the torch engine when one is present."""
+    import torch
+
+    from bench.models.loading import load_model_and_tokenizer
+
+    if not progress:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    model, tokenizer = load_model_and_tokenizer(source)
+    if engine == "torch" and torch.cuda.is_available():
+        model = model.to("cuda")
+    return model, tokenizer

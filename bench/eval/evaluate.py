@@ -1,0 +1,204 @@
+"""Checkpoint evaluation: sample k episodes per benchmark problem, grade them, summarise.
+
+`evaluate(model, tokenizer, spec, ...)` is the core of `bench eval` and of periodic evals in
+the training loop, so it knows nothing of the command line: it takes an in-memory model,
+returns an `EvalResult` (one record per sample plus a summary with provenance) and prints
+nothing but an optional progress bar. `results.evals.write_eval` stores a result as
+`<bench>.jsonl` and `<bench>.summary.json`.
+
+One path for every benchmark: each sample is an episode played by the training loop's own
+`bench.rollout.episode.run_episode` (`bench.eval.episodes`). A single-turn benchmark is a
+one-turn episode of `benchmarks.base.GradedTask` (its grader grades the one answer); a
+multi-turn one (agent, SWE) is an episode of its `episode_task`, graded by the task's env.
+- prompt: `render_prompt(tokenizer, env.reset())`, i.e. the spec-formatted problem as a user
+  message for single-turn benchmarks;
+- sampling: the benchmark's defaults (`spec.sampling`) unless overridden; `max_new_tokens` is
+  further capped by the model's context (`max_position_embeddings`): a prompt that leaves no
+  room for a single token is not generated and is recorded as finish reason
+  `prompt-too-long` (graded on the empty completion, i.e. wrong);
+- seed: sample j of problem p is episode seed `derive_seed(seed, p, j)`, so a sample does not
+  depend on batching, on `limit` or on the other problems;
+- at most `engine_slots` episodes run at once, through the engine protocol (`bench.engines`).
+
+Scores: `benchmarks.scoring` (avg@k, pass@k, confidence intervals, breakdowns).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from bench.engines.base import Engine, SamplingParams
+from bench.errors import UsageError
+from bench.eval.episodes import play_samples
+from benchmarks.base import BenchmarkSpec, GradedTask
+from benchmarks.scoring import summarize
+from envs.base import Problem
+
+SAMPLING_KEYS = ("temperature", "top_p", "max_new_tokens")
+"""Sampling settings a caller may override; the rest of `spec.sampling` (`k`) is an argument."""
+
+
+class EvalNotImplementedError(UsageError):
+    """The benchmark exists but this harness cannot evaluate it yet (the message says what is missing)."""
+
+
+@dataclass
+class EvalResult:
+    """What `evaluate` returns: one record per (problem, sample) in problem order, and the summary."""
+
+    records: list[dict[str, Any]]
+    summary: dict[str, Any]
+    problems: list[Problem] = field(default_factory=list, repr=False)
+
+    @property
+    def benchmark(self) -> str:
+        """The benchmark's name."""
+        return self.summary["benchmark"]
+
+
+def check_supported(spec: BenchmarkSpec) -> None:
+    """Raise EvalNotImplementedError when `spec` cannot be evaluated in-process (no grader here)."""
+    if spec.grader is None and spec.episode_task is None:
+        raise EvalNotImplementedError(
+            f"benchmark '{spec.name}' has no in-process grader (it is graded by an external harness), "
+            "and no evaluation route for it is implemented yet"
+        )
+
+
+def resolve_sampling(
+    spec: BenchmarkSpec, sampling: Mapping[str, Any] | SamplingParams | None
+) -> SamplingParams:
+    """The sampling settings of an eval: `spec.sampling` with the non-None overrides applied.
+
+    `sampling` is a mapping with any of `temperature`, `top_p`, `max_new_tokens` (None values
+    keep the benchmark's default) or a `SamplingParams` (its stop strings are kept).
+    """
+    stop: tuple[str, ...] = ()
+    if isinstance(sampling, SamplingParams):
+        stop = sampling.stop
+        overrides: dict[str, Any] = {k: getattr(sampling, k) for k in SAMPLING_KEYS}
+    else:
+        overrides = dict(sampling or {})
+        unknown = sorted(set(overrides) - set(SAMPLING_KEYS))
+        if unknown:
+            raise UsageError(
+                f"unknown sampling setting(s) {', '.join(unknown)}; valid: {', '.join(SAMPLING_KEYS)}"
+            )
+    values = {
+        k: spec.sampling.as_dict()[k] if overrides.get(k) is None else overrides[k] for k in SAMPLING_KEYS
+    }
+    temperature, top_p, max_new = (
+        float(values["temperature"]),
+        float(values["top_p"]),
+        values["max_new_tokens"],
+    )
+    if temperature < 0:
+        raise UsageError(f"temperature must be >= 0, got {temperature}")
+    if not 0 < top_p <= 1:
+        raise UsageError(f"top_p must be in (0, 1], got {top_p}")
+    if int(max_new) != max_new or max_new < 1:
+        raise UsageError(f"max_new_tokens must be an integer >= 1, got {max_new}")
+    return SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=int(max_new), stop=stop)
+
+
+def evaluate(
+    model: Any,
+    tokenizer: Any,
+    spec: BenchmarkSpec,
+    *,
+    k: int | None = None,
+    limit: int | None = None,
+    data_path: str | Path | None = None,
+    sampling: Mapping[str, Any] | SamplingParams | None = None,
+    engine: str | Engine = "torch",
+    seed: int = 0,
+    progress: bool = True,
+    engine_slots: int = 64,
+    problems: Sequence[Problem] | None = None,
+    model_id: str | None = None,
+) -> EvalResult:
+    """Sample `k` completions for each problem of `spec`, grade them and summarise (module docstring).
+
+    - `k`: samples per problem (None: the benchmark's default `spec.sampling.k`).
+    - `limit`, `data_path`: passed to `spec.load` (first `limit` problems; a local data file).
+    - `problems`: already loaded problems (skips `spec.load`; `data_path` then only feeds provenance).
+    - `sampling`: overrides of temperature / top_p / max_new_tokens (`resolve_sampling`).
+    - `engine`: "torch" | "vllm" (built on `model` for this call and closed afterwards), or an
+      idle `Engine` to reuse (left open). The model's train/eval mode is restored on return.
+    - `model_id`: what to record as the model in provenance (default: the model's
+      `name_or_path`).
+
+    Raises EvalNotImplementedError (no grader and no episode task), BenchmarkDataError (data unavailable or
+    malformed) and UsageError (bad settings) before generating anything.
+    """
+    check_supported(spec)
+    k = spec.sampling.k if k is None else k
+    if not isinstance(k, int) or k < 1:
+        raise UsageError(f"k must be an integer >= 1, got {k}")
+    if limit is not None and limit < 1:
+        raise UsageError(f"limit must be >= 1, got {limit}")
+    if engine_slots < 1:
+        raise UsageError(f"engine_slots must be >= 1, got {engine_slots}")
+    params = resolve_sampling(spec, sampling)
+    problems = list(spec.load(data_path, limit) if problems is None else problems)
+    if not problems:
+        raise UsageError(f"benchmark '{spec.name}': no problems to evaluate")
+    task = spec.episode_task(problems) if spec.episode_task is not None else GradedTask(spec)
+    params = replace(params, stop=tuple(dict.fromkeys((*params.stop, *task.stop))))
+
+    start = time.perf_counter()
+    records = play_samples(model, tokenizer, spec, task, problems, k, params, engine, seed, engine_slots,
+                           progress)  # fmt: skip
+    wall = time.perf_counter() - start
+    engine_name = engine if isinstance(engine, str) else type(engine).__name__
+    provenance = _provenance(spec, problems, data_path, params, k, limit, engine_name, seed, model, model_id)
+    if spec.episode_task is not None:
+        provenance["episode_task"] = {"name": task.name, "max_turns": task.max_turns}
+    summary = summarize(records, spec, k, provenance, seed=seed, wall_seconds=wall, problems=problems)
+    return EvalResult(records=records, summary=summary, problems=problems)
+
+
+def _provenance(
+    spec: BenchmarkSpec,
+    problems: Sequence[Problem],
+    data_path: str | Path | None,
+    params: SamplingParams,
+    k: int,
+    limit: int | None,
+    engine: str,
+    seed: int,
+    model: Any,
+    model_id: str | None,
+) -> dict[str, Any]:
+    """Benchmark version, data hash and source, sampling, engine, seed, model, git commit, environment."""
+    from bench.provenance import environment_info
+
+    env = environment_info(seed)
+    if model_id is None:
+        model_id = getattr(model, "name_or_path", None) or getattr(
+            getattr(model, "config", None), "_name_or_path", None
+        )
+    return {
+        **spec.provenance(problems, data_path),
+        "limit": limit,
+        "sampling": {
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_new_tokens": params.max_new_tokens,
+            "stop": list(params.stop),
+            "k": k,
+        },
+        "engine": engine,
+        "seed": seed,
+        "per_sample_seed": "derive_seed(seed, problem_id, sample_index)",
+        "model": model_id or None,
+        "model_context": int(getattr(getattr(model, "config", None), "max_position_embeddings", 0) or 0)
+        or None,
+        "git_commit": env["git_commit"],
+        "git_dirty": env["git_dirty"],
+        "environment": env,
+    }

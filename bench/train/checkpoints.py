@@ -1,0 +1,32 @@
+"""Checkpoints of a run: policy and critic weights, optimizer and algorithm state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bench.train.learner import Learner
+from results.rundir import RunDir
+
+
+def save_checkpoint(run: RunDir, learner: Learner, tokenizer: Any, step: int, keep_last: int = 2) -> Path:
+    """Write policy, critic, optimizer and algorithm state atomically; keep the latest `keep_last`
+    checkpoints (0 = all)."""
+    tmp = run.begin_checkpoint(step)
+    learner.unwrapped_policy.save_pretrained(tmp / "policy")
+    tokenizer.save_pretrained(tmp / "policy")
+    if learner.unwrapped_critic is not None:
+        learner.unwrapped_critic.save_pretrained(tmp / "critic")
+    torch.save(learner.state_dict(), tmp / "learner.pt")
+    return run.commit_checkpoint(tmp, step, keep_last)
+
+
+def restore_learner(learner: Learner, checkpoint: Path) -> None:
+    """Load the critic, optimizer and algorithm state of `checkpoint` into `learner` (its
+    policy weights are loaded with the policy itself)."""
+    if learner.unwrapped_critic is not None:
+        saved = type(learner.unwrapped_critic).load(checkpoint / "critic")
+        learner.unwrapped_critic.load_state_dict(saved.state_dict())
+    learner.load_state_dict(torch.load(checkpoint / "learner.pt", weights_only=False))

@@ -1,0 +1,53 @@
+"""Per-step metrics of the loop: what an accepted batch looked like, and the progress bar."""
+
+from __future__ import annotations
+
+import statistics
+
+from bench.rollout.producer import Group
+
+
+def batch_metrics(groups: list[Group], version: int) -> dict[str, float]:
+    """Reward, length and staleness statistics of an accepted batch, plus the means of the
+    metrics that episodes report in `info["metrics"]` (a dict of metric name -> number)."""
+    trajs = [t for g in groups for t in g.trajectories]
+    rewards = [t.reward for t in trajs]
+    staleness = [version - v for t in trajs for v in t.versions if v >= 0]
+    lengths = [sum(t.action_mask) for t in trajs]
+    # envs may report their own per-episode metrics (e.g. the drift wrapper's reward/phase_k,
+    # tool-call counts): each is averaged over the trajectories that report it
+    reported: dict[str, list[float]] = {}
+    for t in trajs:
+        for key, value in (t.info.get("metrics") or {}).items():
+            reported.setdefault(key, []).append(float(value))
+    return {
+        **{key: statistics.fmean(values) for key, values in sorted(reported.items())},
+        "reward/mean": statistics.fmean(rewards),
+        "reward/std": statistics.pstdev(rewards),
+        "rollout/tokens": float(sum(len(t.response_ids) for t in trajs)),
+        "rollout/action_tokens_mean": statistics.fmean(lengths),
+        "rollout/truncated_frac": statistics.fmean(float(t.truncated) for t in trajs),
+        "rollout/turns_mean": statistics.fmean(t.turns for t in trajs),
+        "staleness/mean": statistics.fmean(staleness) if staleness else 0.0,
+        "staleness/max": float(max(staleness, default=0)),
+    }
+
+
+def progress_bar(total: int, initial: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc="train", unit="step", dynamic_ncols=True)
+
+
+def advance_bar(bar, record: dict[str, float], steps_done: int, elapsed: float) -> None:
+    if bar is None:
+        return
+    bar.set_postfix(
+        reward=f"{record['reward/mean']:.3f}",
+        steps_per_s=f"{steps_done / max(elapsed, 1e-9):.2f}",
+        stale=f"{record['staleness/mean']:.2f}",
+        refresh=False,
+    )
+    bar.update(1)
