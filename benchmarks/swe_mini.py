@@ -2,7 +2,7 @@
 tests in the sandbox) and graded by SWE-bench's resolved rule, exactly as `--task swe` trains
 on them. No download, no Docker.
 
-- `swe-mini`: the embedded one-bug Python repositories (`envs.swe.mini`, 33 instances);
+- `swe-mini`: the embedded one-bug Python repositories (`envs.swe.swe_mini`, 33 instances);
 - `swe-synth`: the first SWE_SYNTH_SIZE bugs of the synthetic "eval0" stream
   (`envs.swe.synthetic`): held-out bugs of the distribution `--task swe
   --set task.dataset=swe-synth` trains on (that draws from the "train" stream)."""
@@ -14,7 +14,7 @@ from benchmarks.swe_verified import SWE_COLUMNS, swe_episode_task, swe_row
 
 
 def _rows() -> list[dict]:
-    from envs.swe.mini import load_swe_mini
+    from envs.swe.swe_mini import load_swe_mini
 
     return [inst.to_record() for inst in load_swe_mini()]
 
@@ -53,7 +53,7 @@ def swe_mini() -> BenchmarkSpec:
     return _local_swe_spec(
         "swe-mini",
         "swe-mini: embedded one-bug Python repositories in the SWE-bench schema, local runtime",
-        BuiltinSource(recipe="envs.swe.mini.load_swe_mini() (envs/swe/mini/swe_mini.jsonl)", build=_rows),
+        BuiltinSource(recipe="envs.swe.swe_mini.load_swe_mini() (envs/swe/mini/swe_mini.jsonl)", build=_rows),
         "Apache-2.0 (written for this project)",
     )
 

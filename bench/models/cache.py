@@ -10,24 +10,12 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import os
 import random
 from pathlib import Path
 from typing import Any
 
-from bench.models.recipes import recipe_for
-
-RECIPE_VERSION = 2  # bump when the recipe (model shape, data, optimiser) changes
-
-
-def cache_root() -> Path:
-    """Where base checkpoints live (BENCH_CACHE_DIR overrides the user cache dir)."""
-    if os.environ.get("BENCH_CACHE_DIR"):
-        return Path(os.environ["BENCH_CACHE_DIR"])
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("rl-bench"))
-
+from bench.models.paths import cache_root
+from bench.models.recipes import RECIPE_VERSION, recipe_for
 
 def base_checkpoint_path(task: str, task_args: dict[str, Any] | None = None, seed: int = 0) -> Path:
     """The cache path of a task's tiny base checkpoint. The key holds the task's tiny-model recipe

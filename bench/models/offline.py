@@ -46,7 +46,7 @@ OFFLINE_MODELS = {
 
 def offline_model_dir(alias: str) -> Path:
     """The cache directory of the converted model (under the same cache root as base checkpoints)."""
-    from bench.models.cache import cache_root
+    from bench.models.paths import cache_root
 
     return cache_root() / "models" / OFFLINE_MODELS[alias].name
 

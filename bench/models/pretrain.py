@@ -19,8 +19,7 @@ from typing import Any
 
 import torch
 
-from bench.models.cache import RECIPE_VERSION
-from bench.models.recipes import PRECISIONS, recipe_for
+from bench.models.recipes import PRECISIONS, RECIPE_VERSION, recipe_for
 
 
 def pretrain(
@@ -66,33 +65,17 @@ def pretrain(
 
         raise UsageError(f"cannot pretrain a tiny model for task {task_name!r}: {exc}") from None
     examples = [render_transcript(tokenizer, t) for t in demonstrations]
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / 100) * 0.5 * (1 + math.cos(math.pi * s / steps))
-    )
-    model.train()
-    start, losses = time.perf_counter(), []
+    start = time.perf_counter()
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=steps, desc=f"pretrain {task_name}", unit="step", dynamic_ncols=True)
-    buckets = _length_buckets(examples)
-    for _ in range(steps):
-        batch = _sample_batch(examples, buckets, batch_size, rng)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-            loss = _lm_loss(model, batch, tokenizer.pad_token_id)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
+    try:
+        losses = _fit(model, examples, tokenizer.pad_token_id, steps, batch_size, lr, precision, rng, bar)
+    finally:
         if bar is not None:
-            bar.set_postfix(loss=f"{sum(losses[-50:]) / len(losses[-50:]):.3f}", refresh=False)
-            bar.update(1)
-    if bar is not None:
-        bar.close()
+            bar.close()
     model.set_attn_implementation(default_attention)
     info = {
         "task": task_name,
@@ -107,14 +90,46 @@ def pretrain(
         "recipe_version": RECIPE_VERSION,
     }
     if out is not None:
-        tmp = Path(str(out) + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        (tmp / "pretrain.json").write_text(json.dumps(info, indent=2))
-        shutil.rmtree(out, ignore_errors=True)
-        os.replace(tmp, out)
+        _save_atomically(out, model, tokenizer, info)
     return info
+
+
+def _fit(model, examples, pad_id: int, steps: int, batch_size: int, lr: float, precision: str,
+         rng: random.Random, bar) -> list[float]:  # fmt: skip
+    """`steps` AdamW steps (warmup then cosine decay) on length-bucketed batches of `examples`;
+    the loss of every step."""
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / 100) * 0.5 * (1 + math.cos(math.pi * s / steps))
+    )
+    model.train()
+    losses: list[float] = []
+    buckets = _length_buckets(examples)
+    for _ in range(steps):
+        batch = _sample_batch(examples, buckets, batch_size, rng)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = _lm_loss(model, batch, pad_id)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+        if bar is not None:
+            bar.set_postfix(loss=f"{sum(losses[-50:]) / len(losses[-50:]):.3f}", refresh=False)
+            bar.update(1)
+    return losses
+
+
+def _save_atomically(out: Path, model, tokenizer, info: dict[str, Any]) -> None:
+    """Model, tokenizer and `pretrain.json` into `out`, through a temporary directory and a rename."""
+    tmp = Path(str(out) + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "pretrain.json").write_text(json.dumps(info, indent=2))
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
 
 
 Example = tuple[list[int], list[int], list[int]]

@@ -24,6 +24,10 @@ class TinyRecipe:
     algorithm alike; None: the small-model default (`bench.train.policy_setup.SMALL_LRS`)."""
 
 
+RECIPE_VERSION = 2
+"""Version of the warm-start recipe (model shape, data, optimiser): bump it when one changes, so
+every cached base checkpoint is rebuilt."""
+
 PRECISIONS = ("fp32", "bf16")
 """Precisions of the warm-start's forward passes (`bench.models.pretrain.pretrain`); recipes use fp32."""
 

@@ -124,33 +124,11 @@ def learner_section(model: Any, tokenizer: Any, repeats: int, quick: bool) -> di
     import torch
 
     from algorithms import registry
-    from bench.models.packing import pack
-    from bench.rollout.episode import Trajectory
     from bench.train.learner import Learner, build_batch
 
     B, T, P, G = (16, 16, 8, 8) if quick else (64, 64, 16, 8)
     lr = 1e-5
-    gen = torch.Generator().manual_seed(0)
-    special = set(tokenizer.all_special_ids)
-    vocab = torch.tensor([i for i in range(len(tokenizer)) if i not in special])
-
-    def tokens(n: int) -> list[int]:
-        return vocab[torch.randint(len(vocab), (n,), generator=gen)].tolist()
-
-    rewards = torch.rand(B, generator=gen).tolist()
-    trajectories = [
-        Trajectory(
-            prompt_key=f"p{b // G}",
-            group_id=b // G,
-            prompt_ids=tokens(P),
-            response_ids=tokens(T),
-            action_mask=[1] * T,
-            rollout_logp=[0.0] * T,
-            versions=[0] * T,
-            reward=rewards[b],
-        )
-        for b in range(B)
-    ]
+    trajectories, rewards = _random_group_batch(tokenizer, B, T, P, G)
     batch = build_batch(trajectories, _pad_id(tokenizer), T)
     grpo = registry.get("grpo")
     learner = Learner(
@@ -168,29 +146,7 @@ def learner_section(model: Any, tokenizer: Any, repeats: int, quick: bool) -> di
         seconds, _ = timed(lambda: learner.train_step(batch))
         return B * T / seconds
 
-    bare = copy.deepcopy(model).train()
-    opt = torch.optim.AdamW(bare.parameters(), lr=lr, weight_decay=0.0)
-    packed = pack(
-        [t.prompt_ids for t in trajectories], [t.response_ids for t in trajectories], _pad_id(tokenizer)
-    )
-    targets_B_T = packed.input_ids_B_L[:, packed.prompt_len :]
-    mask_B_T = packed.response_mask_B_T
-    adv_B = torch.tensor(rewards) - torch.tensor(rewards).mean()
-
-    def bare_update() -> None:
-        logits = bare(
-            input_ids=packed.input_ids_B_L,
-            attention_mask=packed.attention_mask_B_L,
-            position_ids=packed.position_ids_B_L,
-            use_cache=False,
-            logits_to_keep=T + 1,
-        ).logits
-        logp_B_T = logits[:, :-1].float().log_softmax(-1).gather(-1, targets_B_T[..., None]).squeeze(-1)
-        loss = -(logp_B_T * adv_B[:, None] * mask_B_T).sum() / mask_B_T.sum()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(bare.parameters(), 1.0)
-        opt.step()
+    bare_update = _bare_policy_update(model, trajectories, rewards, _pad_id(tokenizer), T, lr)
 
     def peer() -> float:
         seconds, _ = timed(bare_update)
@@ -221,38 +177,79 @@ def learner_section(model: Any, tokenizer: Any, repeats: int, quick: bool) -> di
     )
 
 
+def _random_group_batch(tokenizer: Any, B: int, T: int, P: int, G: int) -> tuple[list[Any], list[float]]:
+    """B trajectories of random non-special tokens (prompts P, responses T) in groups of G, and
+    their random rewards (seeded: the same batch every time)."""
+    import torch
+
+    from bench.rollout.episode import Trajectory
+
+    gen = torch.Generator().manual_seed(0)
+    special = set(tokenizer.all_special_ids)
+    vocab = torch.tensor([i for i in range(len(tokenizer)) if i not in special])
+
+    def tokens(n: int) -> list[int]:
+        return vocab[torch.randint(len(vocab), (n,), generator=gen)].tolist()
+
+    rewards = torch.rand(B, generator=gen).tolist()
+    trajectories = [
+        Trajectory(
+            prompt_key=f"p{b // G}",
+            group_id=b // G,
+            prompt_ids=tokens(P),
+            response_ids=tokens(T),
+            action_mask=[1] * T,
+            rollout_logp=[0.0] * T,
+            versions=[0] * T,
+            reward=rewards[b],
+        )
+        for b in range(B)
+    ]
+    return trajectories, rewards
+
+
+def _bare_policy_update(model: Any, trajectories: list[Any], rewards: list[float], pad_id: int, T: int, lr: float):
+    """The least a policy update must do, on a copy of `model`: one forward (logits of the
+    response window only), log-probs, a policy-gradient loss, backward, clip, AdamW step."""
+    import torch
+
+    from bench.models.packing import pack
+
+    bare = copy.deepcopy(model).train()
+    opt = torch.optim.AdamW(bare.parameters(), lr=lr, weight_decay=0.0)
+    packed = pack([t.prompt_ids for t in trajectories], [t.response_ids for t in trajectories], pad_id)
+    targets_B_T = packed.input_ids_B_L[:, packed.prompt_len :]
+    mask_B_T = packed.response_mask_B_T
+    adv_B = torch.tensor(rewards) - torch.tensor(rewards).mean()
+
+    def bare_update() -> None:
+        logits = bare(
+            input_ids=packed.input_ids_B_L,
+            attention_mask=packed.attention_mask_B_L,
+            position_ids=packed.position_ids_B_L,
+            use_cache=False,
+            logits_to_keep=T + 1,
+        ).logits
+        logp_B_T = logits[:, :-1].float().log_softmax(-1).gather(-1, targets_B_T[..., None]).squeeze(-1)
+        loss = -(logp_B_T * adv_B[:, None] * mask_B_T).sum() / mask_B_T.sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(bare.parameters(), 1.0)
+        opt.step()
+
+    return bare_update
+
+
 def length_buckets_section(model: Any, tokenizer: Any, repeats: int, quick: bool) -> dict[str, Any]:
     """One SAO learner step (critic values, K critic updates, policy update) on a batch with
     arith's heavy-tailed lengths: forwards per length bucket vs one batch padded to the longest."""
-    import random
-
     import torch
 
     from algorithms import registry
-    from bench.rollout.episode import Trajectory
     from bench.train.learner import Learner, build_batch
-    from envs.arith import ArithTask, worked_solution
 
     B = 16 if quick else 64
-    task, rng = ArithTask(), random.Random(0)
-    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
-    trajectories = []
-    for b in range(B):
-        problem = task.sample_problem(rng)
-        completion = worked_solution(problem.meta["operands"], problem.meta["ops"])
-        response = tokenizer.encode(completion, add_special_tokens=False)
-        trajectories.append(
-            Trajectory(
-                prompt_key=problem.key,
-                group_id=b,
-                prompt_ids=bos + tokenizer.encode(problem.prompt, add_special_tokens=False),
-                response_ids=response,
-                action_mask=[1] * len(response),
-                rollout_logp=[0.0] * len(response),
-                versions=[0] * len(response),
-                reward=float(rng.random() < 0.5),
-            )
-        )
+    trajectories = _arith_batch(tokenizer, B)
     T = max(len(t.response_ids) for t in trajectories)
     sao = registry.get("sao")
 
@@ -302,3 +299,33 @@ def length_buckets_section(model: Any, tokenizer: Any, repeats: int, quick: bool
             "both sides compute the same losses and gradients (tests/unit/test_length_buckets.py)",
         ],
     )
+
+
+def _arith_batch(tokenizer: Any, B: int) -> list[Any]:
+    """B arith problems (the task's own sampler, seed 0) with their exact worked solutions as
+    responses and coin-flip rewards: arith's heavy-tailed lengths."""
+    import random
+
+    from bench.rollout.episode import Trajectory
+    from envs.arith import ArithTask, worked_solution
+
+    task, rng = ArithTask(), random.Random(0)
+    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+    trajectories = []
+    for b in range(B):
+        problem = task.sample_problem(rng)
+        completion = worked_solution(problem.meta["operands"], problem.meta["ops"])
+        response = tokenizer.encode(completion, add_special_tokens=False)
+        trajectories.append(
+            Trajectory(
+                prompt_key=problem.key,
+                group_id=b,
+                prompt_ids=bos + tokenizer.encode(problem.prompt, add_special_tokens=False),
+                response_ids=response,
+                action_mask=[1] * len(response),
+                rollout_logp=[0.0] * len(response),
+                versions=[0] * len(response),
+                reward=float(rng.random() < 0.5),
+            )
+        )
+    return trajectories

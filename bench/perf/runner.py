@@ -82,17 +82,17 @@ def _run_section(name: str, model: Any, tokenizer: Any, args: argparse.Namespace
 
         return length_buckets_section(model, tokenizer, args.repeats, args.quick)
     if name == "grpo_vs_trl":
-        from bench.perf.rl_sections import grpo_vs_trl_section
+        from bench.perf.grpo_vs_trl import grpo_vs_trl_section
 
         return grpo_vs_trl_section(model, tokenizer, args.repeats, args.quick)
     if name == "async_vs_sync":
-        from bench.perf.rl_sections import async_vs_sync_section
+        from bench.perf.loop_sections import async_vs_sync_section
 
         return async_vs_sync_section(args.repeats, args.quick)
     if name == "agent_async_vs_sync":
-        from bench.perf.rl_sections import agent_async_vs_sync_section
+        from bench.perf.loop_sections import agent_async_vs_sync_section
 
         return agent_async_vs_sync_section(args.repeats, args.quick)
-    from bench.perf.rl_sections import sandbox_section
+    from bench.perf.loop_sections import sandbox_section
 
     return sandbox_section(args.repeats, args.quick)

@@ -1,7 +1,7 @@
 """The `local` SWE runtime: temporary git working copies of swe-mini's embedded repositories
 (and of swe-synth's generated ones).
 
-`LocalRuntime.open(instance)` writes the instance's files (`envs.swe.mini.repo_files`, or
+`LocalRuntime.open(instance)` writes the instance's files (`envs.swe.swe_mini.repo_files`, or
 `envs.swe.synthetic.bug_for_id` for a generated id) into a fresh temporary directory and
 commits them with a fixed identity and date, which reproduces a swe-mini instance's
 `base_commit` exactly (checked). Layout of one workspace:
@@ -296,7 +296,7 @@ class LocalRuntime(Runtime):
     def check(self, instance: SWEInstance) -> None:
         """RuntimeUnavailable unless git exists and the instance's repository is embedded
         (swe-mini) or generated from its id (swe-synth)."""
-        from envs.swe.mini import has_repo
+        from envs.swe.swe_mini import has_repo
         from envs.swe.synthetic import is_generated_id
 
         if not (has_repo(instance.instance_id) or is_generated_id(instance.instance_id)):
@@ -314,7 +314,7 @@ class LocalRuntime(Runtime):
         """A fresh working copy at `instance.base_commit` (rebuilt and checked against it; a
         generated swe-synth repository has no recorded commit, its id is what pins it)."""
         from envs.swe import synthetic
-        from envs.swe.mini import repo_files
+        from envs.swe.swe_mini import repo_files
 
         self.check(instance)
         generated = synthetic.is_generated_id(instance.instance_id)
@@ -334,7 +334,7 @@ class LocalRuntime(Runtime):
                 raise RuntimeError(
                     f"{instance.instance_id}: rebuilding the repository gave commit {head}, but the "
                     f"instance says base_commit {instance.base_commit}; the embedded files and the "
-                    "instance disagree (regenerate them with `python -m envs.swe.mini.build`)"
+                    "instance disagree (regenerate them with `python -m envs.swe.swe_mini_build`)"
                 )
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -1,7 +1,7 @@
 """`--task swe`: resolve a GitHub-style issue in a repository with the minimal tool scaffold.
 
 Task args (`--set task.NAME=VALUE`):
-- `dataset`: "swe-mini" (default; the embedded tiny repositories, `envs.swe.mini`),
+- `dataset`: "swe-mini" (default; the embedded tiny repositories, `envs.swe.swe_mini`),
   "swe-synth" (an endless stream of fresh synthetic one-line bugs from the warm-start
   generator, `envs.swe.synthetic`, each drawn once: the distribution the tiny base model was
   warm-started on, so RL has rewards to learn from on a CPU; evaluation uses separate seeded
@@ -158,7 +158,7 @@ class SweTask(Task):
         if dataset == "swe-mini":
             if data is not None:
                 raise ValueError("data: only for dataset=swe-verified (swe-mini is embedded)")
-            from envs.swe.mini import load_swe_mini
+            from envs.swe.swe_mini import load_swe_mini
 
             return list(load_swe_mini())
         if data is None:

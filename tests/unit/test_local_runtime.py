@@ -14,7 +14,7 @@ import pytest
 from envs.sandbox import Sandbox, SandboxLimits
 from envs.swe.instance import SWEInstance
 from envs.swe.local_runtime import LocalRuntime, LocalWorkspace
-from envs.swe.mini import load_swe_mini, repo_files
+from envs.swe.swe_mini import load_swe_mini, repo_files
 from envs.swe.runtime import RuntimeUnavailable
 from envs.swe.testrunner import MARK, parse_events
 

@@ -13,7 +13,8 @@ import pytest
 
 from envs.swe.instance import SWEInstance
 from envs.swe.local_runtime import LocalRuntime
-from envs.swe.mini import DATA_FILE, build, load_swe_mini, repo_files
+from envs.swe import swe_mini_build as build
+from envs.swe.swe_mini import DATA_FILE, load_swe_mini, repo_files
 
 INSTANCES = load_swe_mini()
 TEST_ID = re.compile(r"^tests/test_\w+\.py::test_\w+$")

@@ -9,8 +9,8 @@ runtimes and grading serve swe-mini and SWE-bench. `envs.swe.local_runtime` rebu
 repository from its embedded files with git, reproducing `base_commit`.
 
 Data: `swe_mini.jsonl` (one instance per line: the official fields plus `files`, the
-repository at base). It is generated from the readable sources in `src/` by
-`python -m envs.swe.mini.build`; edit those, not the JSONL.
+repository at base), in `mini/`. It is generated from the readable sources in `mini/src/` by
+`python -m envs.swe.swe_mini_build`; edit those, not the JSONL.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from envs.swe.instance import SWEInstance
 
-DATA_FILE = Path(__file__).with_name("swe_mini.jsonl")
+DATA_FILE = Path(__file__).with_name("mini") / "swe_mini.jsonl"
 VERSION = "1"
 """Dataset version (also each instance's `version`)."""
 

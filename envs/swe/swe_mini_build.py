@@ -1,7 +1,7 @@
-"""Regenerate `swe_mini.jsonl` from the readable instance sources in `src/`.
+"""Regenerate `mini/swe_mini.jsonl` from the readable instance sources in `mini/src/`.
 
-    python -m envs.swe.mini.build            # rebuild the JSONL, then grade every instance
-    python -m envs.swe.mini.build --check    # exit 1 if the JSONL differs from src/ (no writes)
+    python -m envs.swe.swe_mini_build            # rebuild the JSONL, then grade every instance
+    python -m envs.swe.swe_mini_build --check    # exit 1 if the JSONL differs from src/ (no writes)
 
 One source file per instance, `src/<name>.txt`, in sections opened by `=== ` lines:
 
@@ -30,9 +30,9 @@ import tempfile
 from pathlib import Path
 
 from envs.swe.local_runtime import BASE_DATE, commit_base, run_git, write_files
-from envs.swe.mini import DATA_FILE, VERSION
+from envs.swe.swe_mini import DATA_FILE, VERSION
 
-SRC = Path(__file__).with_name("src")
+SRC = Path(__file__).with_name("mini") / "src"
 MAX_MODULE_CHARS, MAX_MODULE_LINES, MAX_ISSUE_CHARS = 500, 20, 200
 _TEST_DEF = re.compile(r"^def (test_\w+)\(", re.MULTILINE)
 
@@ -158,7 +158,7 @@ def to_jsonl(rows: list[dict]) -> str:
 async def verify() -> list[str]:
     """Grade every instance of the written JSONL; the problems found (empty when all is well)."""
     from envs.swe.local_runtime import LocalRuntime
-    from envs.swe.mini import load_swe_mini
+    from envs.swe.swe_mini import load_swe_mini
 
     runtime, limit = LocalRuntime(), asyncio.Semaphore(8)
 
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         same = DATA_FILE.exists() and DATA_FILE.read_text(encoding="ascii") == text
         print(
             f"{DATA_FILE.name} is "
-            + ("up to date" if same else "OUT OF DATE: run python -m envs.swe.mini.build")
+            + ("up to date" if same else "OUT OF DATE: run python -m envs.swe.swe_mini_build")
         )
         return 0 if same else 1
     DATA_FILE.write_text(text, encoding="ascii")
