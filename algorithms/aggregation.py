@@ -14,6 +14,13 @@ import torch
 AGGREGATION_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
 
+def check_aggregation(mode: str) -> None:
+    """Raise ValueError naming the valid modes unless `mode` is one (for plugin configs'
+    `__post_init__`, so a bad `--set algo.aggregation=...` is a one-line error)."""
+    if mode not in AGGREGATION_MODES:
+        raise ValueError(f"unknown aggregation {mode!r}; valid: {', '.join(AGGREGATION_MODES)}")
+
+
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of `x` over positions where `mask` is 1 (0 when the mask is empty)."""
     return (x * mask).sum() / mask.sum().clamp(min=1.0)

@@ -39,11 +39,9 @@ class Trajectories:
     rewards_B: torch.Tensor  # [B] float: outcome reward of each trajectory
     action_mask_B_T: torch.Tensor  # [B, T] float 0/1: model-generated (trained) tokens
     response_mask_B_T: torch.Tensor  # [B, T] float 0/1: action + observation tokens, 0 on padding
-    group_index_B: torch.Tensor  # [B] long: which group (prompt draw) each trajectory belongs to
     prompt_keys: list[str]  # [B] stable id of each prompt (for per-prompt baselines)
     max_response_tokens: int  # the rollout length limit (DAPO overlong shaping, Dr.GRPO norm)
     values_B_T: torch.Tensor | None = None  # [B, T] critic V(s_t) at rollout time, when needed
-    truncated_B: torch.Tensor | None = None  # [B] bool: stopped by the length limit
 
     @property
     def action_lengths_B(self) -> torch.Tensor:
@@ -110,10 +108,18 @@ class Algorithm:
     summary: ClassVar[str]  # one line for `bench algos`
     Config: ClassVar[type]  # frozen dataclass with paper defaults
     presets: ClassVar[dict[str, dict[str, Any]]] = {}  # named groups of config overrides
-    needs: ClassVar[frozenset[str]] = frozenset()  # subset of OPTIONAL_INPUTS
 
     def __init__(self, config: Any | None = None) -> None:
         self.config = config if config is not None else self.Config()
+
+    @property
+    def needs(self) -> frozenset[str]:
+        """The optional inputs (a subset of OPTIONAL_INPUTS) this configured algorithm needs; the
+        loop supplies exactly these. A plugin whose needs are fixed sets a class attribute
+        (`needs = frozenset({"old_logp"})`); one whose needs depend on its config overrides this
+        property (GRPO: `old_logp` only with PPO-clip importance, `ref_logp` only with a KL term).
+        The registry checks every preset's needs when it loads a plugin."""
+        return frozenset()
 
     @classmethod
     def make_config(cls, preset: str | None = None, **overrides: Any) -> Any:

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 import torch
 
 from algorithms.advantages import broadcast_to_tokens, group_zscore
-from algorithms.aggregation import AGGREGATION_MODES
+from algorithms.aggregation import AGGREGATION_MODES, check_aggregation
 from algorithms.base import AdvantageResult, Algorithm, LossOutput, PolicyLossInputs, Trajectories, doc
-from algorithms.objectives import advantage_metrics, clipped_policy_loss, require
+from algorithms.objectives import advantage_metrics, clipped_policy_loss
 
 
 def overlong_penalty(lengths_B: torch.Tensor, max_len: int, buffer_len: int) -> torch.Tensor:
@@ -58,10 +58,7 @@ class Config:
     overlong_penalty_factor: float = doc("scale of the overlong penalty added to the reward", default=1.0)
 
     def __post_init__(self) -> None:
-        if self.aggregation not in AGGREGATION_MODES:
-            raise ValueError(
-                f"unknown aggregation {self.aggregation!r}; valid: {', '.join(AGGREGATION_MODES)}"
-            )
+        check_aggregation(self.aggregation)
         if not 0.0 <= self.overlong_buffer <= 1.0:
             raise ValueError(f"overlong_buffer must be in [0, 1], got {self.overlong_buffer}")
         if self.group_size < 2:
@@ -96,14 +93,6 @@ class DAPO(Algorithm):
     def policy_loss(self, inp: PolicyLossInputs) -> LossOutput:
         c = self.config
         # token-mean of -min(r_t A_i, clip(r_t, 1 - eps_low, 1 + eps_high) A_i),  r_t = pi_theta / pi_old
-        loss, metrics = clipped_policy_loss(
-            inp.logp_B_T,
-            require(inp.old_logp_B_T, "old-policy log-probs (old_logp)", self.name),
-            inp.advantages_B_T,
-            inp.action_mask_B_T,
-            eps_low=c.eps_low,
-            eps_high=c.eps_high,
-            aggregation=c.aggregation,
-            entropy_B_T=inp.entropy_B_T,
-        )  # [], dict
-        return LossOutput(loss, metrics)
+        return clipped_policy_loss(
+            inp, self.name, eps_low=c.eps_low, eps_high=c.eps_high, aggregation=c.aggregation
+        )  # loss [], metrics

@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from algorithms.advantages import broadcast_to_tokens, group_center
-from algorithms.aggregation import AGGREGATION_MODES
+from algorithms.aggregation import AGGREGATION_MODES, check_aggregation
 from algorithms.base import AdvantageResult, Algorithm, LossOutput, PolicyLossInputs, Trajectories, doc
-from algorithms.objectives import advantage_metrics, clipped_policy_loss, require
+from algorithms.objectives import advantage_metrics, clipped_policy_loss
 
 
 @dataclass(frozen=True)
@@ -41,10 +41,7 @@ class Config:
     norm_length: int | None = doc("constant L_norm (None = max_response_tokens of the run)", default=None)
 
     def __post_init__(self) -> None:
-        if self.aggregation not in AGGREGATION_MODES:
-            raise ValueError(
-                f"unknown aggregation {self.aggregation!r}; valid: {', '.join(AGGREGATION_MODES)}"
-            )
+        check_aggregation(self.aggregation)
         if self.group_size < 2:
             raise ValueError(f"group_size must be >= 2 for group-relative advantages, got {self.group_size}")
 
@@ -71,15 +68,11 @@ class DrGRPO(Algorithm):
     def policy_loss(self, inp: PolicyLossInputs) -> LossOutput:
         c = self.config
         # (1 / (B * L_norm)) sum_i sum_t -min(r_t A_i, clip(r_t, 1 - eps_low, 1 + eps_high) A_i)
-        loss, metrics = clipped_policy_loss(
-            inp.logp_B_T,
-            require(inp.old_logp_B_T, "old-policy log-probs (old_logp)", self.name),
-            inp.advantages_B_T,
-            inp.action_mask_B_T,
+        return clipped_policy_loss(
+            inp,
+            self.name,
             eps_low=c.eps_low,
             eps_high=c.eps_high,
             aggregation=c.aggregation,
             norm_length=self.norm_length(inp),
-            entropy_B_T=inp.entropy_B_T,
-        )  # [], dict
-        return LossOutput(loss, metrics)
+        )  # loss [], metrics

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from algorithms.advantages import broadcast_to_tokens, group_zscore
-from algorithms.aggregation import AGGREGATION_MODES, aggregate, masked_mean
+from algorithms.aggregation import AGGREGATION_MODES, aggregate, check_aggregation, masked_mean
 from algorithms.base import AdvantageResult, Algorithm, LossOutput, PolicyLossInputs, Trajectories, doc
 from algorithms.objectives import (
     advantage_metrics,
@@ -68,10 +68,7 @@ class Config:
     def __post_init__(self) -> None:
         if self.importance not in IMPORTANCE_MODES:
             raise ValueError(f"unknown importance {self.importance!r}; valid: {', '.join(IMPORTANCE_MODES)}")
-        if self.aggregation not in AGGREGATION_MODES:
-            raise ValueError(
-                f"unknown aggregation {self.aggregation!r}; valid: {', '.join(AGGREGATION_MODES)}"
-            )
+        check_aggregation(self.aggregation)
         if self.group_size < 2:
             raise ValueError(f"group_size must be >= 2 for group-relative advantages, got {self.group_size}")
 
@@ -84,14 +81,12 @@ class GRPO(Algorithm):
         "clip-higher": {"eps_high": 0.28},  # the paper's vanilla GRPO baseline
         "dis": {"importance": "dis"},  # the paper's GRPO + DIS baseline
     }
-    needs = frozenset({"old_logp"})
-
-    def __init__(self, config: Config | None = None) -> None:
-        super().__init__(config)
+    @property
+    def needs(self) -> frozenset[str]:
         needs = {"old_logp"} if self.config.importance == "ppo-clip" else set()
         if self.config.beta > 0:
             needs.add("ref_logp")
-        self.needs = frozenset(needs)  # per instance: depends on importance and beta
+        return frozenset(needs)
 
     def advantages(self, traj: Trajectories) -> AdvantageResult:
         adv_B = group_zscore(traj.rewards_B, self.group_size)  # [B] (r - mean_G) / (std_G + 1e-4)
@@ -103,34 +98,20 @@ class GRPO(Algorithm):
         mask_B_T = inp.action_mask_B_T  # [B, T]
         if c.importance == "dis":
             # agg_t[ -sg(f(r_t) * A_i) * log pi_theta ],  r_t = pi_theta / pi_rollout
-            loss, metrics = dis_policy_loss(
-                inp.logp_B_T,
-                inp.rollout_logp_B_T,
-                inp.advantages_B_T,
-                mask_B_T,
-                eps_low=c.dis_eps_low,
-                eps_high=c.dis_eps_high,
-                aggregation=c.aggregation,
-                entropy_B_T=inp.entropy_B_T,
-            )  # [], dict
+            out = dis_policy_loss(
+                inp, eps_low=c.dis_eps_low, eps_high=c.dis_eps_high, aggregation=c.aggregation
+            )
         else:
             # agg_t -min(r_t A_i, clip(r_t, 1 - eps_low, 1 + eps_high) A_i),  r_t = pi_theta / pi_old
-            loss, metrics = clipped_policy_loss(
-                inp.logp_B_T,
-                require(inp.old_logp_B_T, "old-policy log-probs (old_logp)", self.name),
-                inp.advantages_B_T,
-                mask_B_T,
-                eps_low=c.eps_low,
-                eps_high=c.eps_high,
-                aggregation=c.aggregation,
-                entropy_B_T=inp.entropy_B_T,
-            )  # [], dict
+            out = clipped_policy_loss(
+                inp, self.name, eps_low=c.eps_low, eps_high=c.eps_high, aggregation=c.aggregation
+            )
         if c.beta > 0:
             # + beta * agg_t KL_k3(pi_theta || pi_ref)_t (aggregation is linear: same as adding per token)
             ref_B_T = require(inp.ref_logp_B_T, "reference log-probs (ref_logp)", self.name)  # [B, T]
             logp_B_T, ref_B_T = select_tokens(mask_B_T, inp.logp_B_T, ref_B_T)  # [B, T] each
             kl_B_T = k3_kl(logp_B_T, ref_B_T)  # [B, T]
-            loss = loss + c.beta * aggregate(kl_B_T, mask_B_T, c.aggregation)  # []
-            metrics["loss/policy"] = loss.detach().item()
-            metrics["policy/ref_kl"] = masked_mean(kl_B_T.detach(), mask_B_T).item()
-        return LossOutput(loss, metrics)
+            out.loss = out.loss + c.beta * aggregate(kl_B_T, mask_B_T, c.aggregation)  # []
+            out.metrics["loss/policy"] = out.loss.detach().item()
+            out.metrics["policy/ref_kl"] = masked_mean(kl_B_T.detach(), mask_B_T).item()
+        return out

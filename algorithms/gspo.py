@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from algorithms.advantages import broadcast_to_tokens, group_zscore
-from algorithms.aggregation import AGGREGATION_MODES
+from algorithms.aggregation import AGGREGATION_MODES, check_aggregation
 from algorithms.base import AdvantageResult, Algorithm, LossOutput, PolicyLossInputs, Trajectories, doc
-from algorithms.objectives import advantage_metrics, clipped_policy_loss, require
+from algorithms.objectives import advantage_metrics, clipped_policy_loss
 
 
 @dataclass(frozen=True)
@@ -38,10 +38,7 @@ class Config:
     )
 
     def __post_init__(self) -> None:
-        if self.aggregation not in AGGREGATION_MODES:
-            raise ValueError(
-                f"unknown aggregation {self.aggregation!r}; valid: {', '.join(AGGREGATION_MODES)}"
-            )
+        check_aggregation(self.aggregation)
         if self.group_size < 2:
             raise ValueError(f"group_size must be >= 2 for group-relative advantages, got {self.group_size}")
 
@@ -61,15 +58,11 @@ class GSPO(Algorithm):
     def policy_loss(self, inp: PolicyLossInputs) -> LossOutput:
         c = self.config
         # (1/G) sum_i -min(s_i A_i, clip(s_i, 1 - eps_low, 1 + eps_high) A_i),  s_i = exp(mean_t log r_t)
-        loss, metrics = clipped_policy_loss(
-            inp.logp_B_T,
-            require(inp.old_logp_B_T, "old-policy log-probs (old_logp)", self.name),
-            inp.advantages_B_T,
-            inp.action_mask_B_T,
+        return clipped_policy_loss(
+            inp,
+            self.name,
             eps_low=c.eps_low,
             eps_high=c.eps_high,
             aggregation=c.aggregation,
             ratio_level="sequence-mean",
-            entropy_B_T=inp.entropy_B_T,
-        )  # [], dict
-        return LossOutput(loss, metrics)
+        )  # loss [], metrics

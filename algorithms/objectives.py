@@ -6,7 +6,7 @@ returned per token (`_B_T`) so that each plugin picks its own aggregation mode
 (`algorithms.aggregation.aggregate`); metric helpers return python floats.
 
 - input hygiene: `select_tokens` (zero everything outside the mask), `require`
-- importance ratios: `log_ratio`, `ratio`, `sequence_mean`, `sequence_ratio`
+- importance ratios: `log_ratio`, `ratio`, `sequence_ratio`
 - policy terms: `dis_coefficient`, `dis_token_loss` (SAO's DIS), `ppo_clip_token_loss`,
   `k3_kl`
 - critic terms: `mse_value_loss`, `clipped_value_loss`, `explained_variance`
@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from algorithms.aggregation import aggregate, masked_mean
+from algorithms.base import LossOutput, PolicyLossInputs
 
 RATIO_LEVELS = ("token", "sequence-mean", "sequence-sum")
 
@@ -57,11 +58,6 @@ def log_ratio(logp_B_T: torch.Tensor, behaviour_logp_B_T: torch.Tensor) -> torch
 def ratio(logp_B_T: torch.Tensor, behaviour_logp_B_T: torch.Tensor) -> torch.Tensor:
     """r_t = pi_theta(a_t|s_t) / mu(a_t|s_t), [B, T]."""
     return torch.exp(log_ratio(logp_B_T, behaviour_logp_B_T))
-
-
-def sequence_mean(x_B_T: torch.Tensor, mask_B_T: torch.Tensor) -> torch.Tensor:
-    """Masked mean of each row, [B] (0 for a row with an empty mask)."""
-    return (x_B_T * mask_B_T).sum(-1) / mask_B_T.sum(-1).clamp(min=1.0)
 
 
 def sequence_ratio(
@@ -252,49 +248,50 @@ def advantage_metrics(advantages_B_T: torch.Tensor, mask_B_T: torch.Tensor) -> d
 
 
 def dis_policy_loss(
-    logp_B_T: torch.Tensor,
-    rollout_logp_B_T: torch.Tensor,
-    advantages_B_T: torch.Tensor,
-    mask_B_T: torch.Tensor,
+    inp: PolicyLossInputs,
     *,
     eps_low: float,
     eps_high: float,
     aggregation: str,
     detach_coefficient: bool = True,
-    entropy_B_T: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, dict[str, float]]:
+) -> LossOutput:
     """SAO's DIS policy loss, aggregated: agg_t[ -sg(f(r_t) * A_t) * log pi_theta(a_t|s_t) ],
-    r_t against the rollout engine's log-probs. Returns (loss [], metrics)."""
-    logp_B_T, rollout_B_T, adv_B_T = select_tokens(mask_B_T, logp_B_T, rollout_logp_B_T, advantages_B_T)
+    r_t against the rollout engine's log-probs (`inp.rollout_logp_B_T`), with its metrics."""
+    mask_B_T = inp.action_mask_B_T  # [B, T]
+    logp_B_T, rollout_B_T, adv_B_T = select_tokens(
+        mask_B_T, inp.logp_B_T, inp.rollout_logp_B_T, inp.advantages_B_T
+    )
     loss_B_T, r_B_T, in_band_B_T = dis_token_loss(
         logp_B_T, rollout_B_T, adv_B_T, eps_low, eps_high, detach_coefficient
     )  # [B, T], [B, T], [B, T] bool
     loss = aggregate(loss_B_T, mask_B_T, aggregation)  # []
-    metrics = policy_metrics(loss, logp_B_T, rollout_B_T, r_B_T, mask_B_T, entropy_B_T, masked=~in_band_B_T)
-    return loss, metrics
+    metrics = policy_metrics(
+        loss, logp_B_T, rollout_B_T, r_B_T, mask_B_T, inp.entropy_B_T, masked=~in_band_B_T
+    )
+    return LossOutput(loss, metrics)
 
 
 def clipped_policy_loss(
-    logp_B_T: torch.Tensor,
-    old_logp_B_T: torch.Tensor,
-    advantages_B_T: torch.Tensor,
-    mask_B_T: torch.Tensor,
+    inp: PolicyLossInputs,
+    algo: str,
     *,
     eps_low: float,
     eps_high: float,
     aggregation: str,
     norm_length: int | None = None,
     ratio_level: str = "token",
-    entropy_B_T: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """PPO's clipped surrogate against the old policy, aggregated:
-    agg_t[ -min(r A_t, clip(r, 1 - eps_low, 1 + eps_high) A_t) ].
+) -> LossOutput:
+    """PPO's clipped surrogate against the old policy (`inp.old_logp_B_T`, which plugin `algo`
+    must declare in `needs`), aggregated: agg_t[ -min(r A_t, clip(r, 1 - eps_low, 1 + eps_high) A_t) ],
+    with its metrics.
 
     `ratio_level`: "token" r_t = pi/pi_old per token (PPO, GRPO, DAPO); "sequence-mean"
     s_i = exp(mean_t log r_t) on every token of sequence i (GSPO); "sequence-sum"
-    s_i = exp(sum_t log r_t) (TRL's RLOOTrainer). Returns (loss [], metrics).
+    s_i = exp(sum_t log r_t) (TRL's RLOOTrainer).
     """
-    logp_B_T, old_B_T, adv_B_T = select_tokens(mask_B_T, logp_B_T, old_logp_B_T, advantages_B_T)
+    mask_B_T = inp.action_mask_B_T  # [B, T]
+    old_logp_B_T = require(inp.old_logp_B_T, "old-policy log-probs (old_logp)", algo)  # [B, T]
+    logp_B_T, old_B_T, adv_B_T = select_tokens(mask_B_T, inp.logp_B_T, old_logp_B_T, inp.advantages_B_T)
     if ratio_level == "token":
         r = ratio(logp_B_T, old_B_T)  # [B, T]
     elif ratio_level in ("sequence-mean", "sequence-sum"):
@@ -303,5 +300,5 @@ def clipped_policy_loss(
         raise ValueError(f"unknown ratio level {ratio_level!r}; valid: {', '.join(RATIO_LEVELS)}")
     loss_B_T, clipped_B_T = ppo_clip_token_loss(r, adv_B_T, eps_low, eps_high)  # [B, T], [B, T] bool
     loss = aggregate(loss_B_T, mask_B_T, aggregation, norm_length)  # []
-    metrics = policy_metrics(loss, logp_B_T, old_B_T, r, mask_B_T, entropy_B_T, clipped=clipped_B_T)
-    return loss, metrics
+    metrics = policy_metrics(loss, logp_B_T, old_B_T, r, mask_B_T, inp.entropy_B_T, clipped=clipped_B_T)
+    return LossOutput(loss, metrics)

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from algorithms.advantages import gae, length_adaptive_lambda, masked_whiten, outcome_rewards_to_tokens
-from algorithms.aggregation import AGGREGATION_MODES, masked_mean
+from algorithms.aggregation import AGGREGATION_MODES, check_aggregation, masked_mean
 from algorithms.base import (
     AdvantageResult,
     Algorithm,
@@ -69,10 +69,7 @@ class Config:
     critic_lr: float = doc("critic learning rate", default=5e-6)
 
     def __post_init__(self) -> None:
-        if self.aggregation not in AGGREGATION_MODES:
-            raise ValueError(
-                f"unknown aggregation {self.aggregation!r}; valid: {', '.join(AGGREGATION_MODES)}"
-            )
+        check_aggregation(self.aggregation)
 
 
 class PPO(Algorithm):
@@ -109,17 +106,9 @@ class PPO(Algorithm):
     def policy_loss(self, inp: PolicyLossInputs) -> LossOutput:
         c = self.config
         # agg_t -min(r_t A_t, clip(r_t, 1 - eps_low, 1 + eps_high) A_t),  r_t = pi_theta / pi_old
-        loss, metrics = clipped_policy_loss(
-            inp.logp_B_T,
-            require(inp.old_logp_B_T, "old-policy log-probs (old_logp)", self.name),
-            inp.advantages_B_T,
-            inp.action_mask_B_T,
-            eps_low=c.eps_low,
-            eps_high=c.eps_high,
-            aggregation=c.aggregation,
-            entropy_B_T=inp.entropy_B_T,
-        )  # [], dict
-        return LossOutput(loss, metrics)
+        return clipped_policy_loss(
+            inp, self.name, eps_low=c.eps_low, eps_high=c.eps_high, aggregation=c.aggregation
+        )  # loss [], metrics
 
     def critic_loss(self, inp: CriticLossInputs) -> LossOutput:
         c = self.config

@@ -103,6 +103,7 @@ def load_plugin_module(module_path: str) -> list[str]:
             existing = table.get(cls.name)
             if existing is not None and existing.cls is cls:
                 continue  # the same class loaded twice (e.g. also an entry point) is not a clash
+            check_needs(cls)
             _add(table, cls.name, _Entry(f"{module.__name__}:{cls.__name__}", f"plugin {module_path}", cls))
             found.append(cls.name)
     if not found:
@@ -130,12 +131,35 @@ def get(name: str) -> type[Algorithm]:
     check(name)
     entry = _table()[name]
     if entry.cls is None:
-        entry.cls = _load_target(entry.target)
-        if entry.cls.name != name:
-            raise RegistryError(
-                f"{entry.target} declares name {entry.cls.name!r} but is registered as {name!r}"
-            )
+        cls = _load_target(entry.target)
+        if cls.name != name:
+            raise RegistryError(f"{entry.target} declares name {cls.name!r} but is registered as {name!r}")
+        check_needs(cls)
+        entry.cls = cls
     return entry.cls
+
+
+def needs_by_preset(cls: type[Algorithm]) -> dict[str, list[str]]:
+    """The optional inputs `cls` needs with its defaults ("default") and with each preset."""
+    configs = {"default": cls.Config(), **{p: cls.make_config(p) for p in cls.presets}}
+    return {label: sorted(cls(config).needs) for label, config in configs.items()}
+
+
+def check_needs(cls: type[Algorithm]) -> None:
+    """RegistryError unless every preset of `cls` needs only inputs the loop can supply."""
+    from algorithms.base import OPTIONAL_INPUTS
+
+    try:
+        by_preset = needs_by_preset(cls)
+    except (TypeError, ValueError) as exc:
+        raise RegistryError(f"algorithm {cls.name!r}: its default config or a preset is invalid: {exc}") from None
+    for label, needs in by_preset.items():
+        unknown = sorted(set(needs) - OPTIONAL_INPUTS)
+        if unknown:
+            raise RegistryError(
+                f"algorithm {cls.name!r} ({label}) needs {', '.join(unknown)}, which the loop cannot supply; "
+                f"valid optional inputs: {', '.join(sorted(OPTIONAL_INPUTS))}"
+            )
 
 
 def describe(name: str) -> dict:
@@ -148,6 +172,7 @@ def describe(name: str) -> dict:
         "rollouts_per_prompt": algo.group_size,
         "critic": algo.critic is not None,
         "needs": sorted(algo.needs),
+        "needs_by_preset": needs_by_preset(cls),
         "presets": sorted(cls.presets),
         "source": _table()[name].source,
         "class": f"{cls.__module__}:{cls.__qualname__}",

@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from algorithms.advantages import broadcast_to_tokens, leave_one_out
-from algorithms.aggregation import AGGREGATION_MODES
+from algorithms.aggregation import AGGREGATION_MODES, check_aggregation
 from algorithms.base import AdvantageResult, Algorithm, LossOutput, PolicyLossInputs, Trajectories, doc
-from algorithms.objectives import RATIO_LEVELS, advantage_metrics, clipped_policy_loss, require
+from algorithms.objectives import RATIO_LEVELS, advantage_metrics, clipped_policy_loss
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,7 @@ class Config:
     aggregation: str = doc(f"loss aggregation mode, one of {AGGREGATION_MODES}", default="token-mean")
 
     def __post_init__(self) -> None:
-        if self.aggregation not in AGGREGATION_MODES:
-            raise ValueError(
-                f"unknown aggregation {self.aggregation!r}; valid: {', '.join(AGGREGATION_MODES)}"
-            )
+        check_aggregation(self.aggregation)
         if self.ratio_level not in RATIO_LEVELS:
             raise ValueError(f"unknown ratio_level {self.ratio_level!r}; valid: {', '.join(RATIO_LEVELS)}")
         if self.group_size < 2:
@@ -64,15 +61,11 @@ class RLOO(Algorithm):
     def policy_loss(self, inp: PolicyLossInputs) -> LossOutput:
         c = self.config
         # agg -min(r A_i, clip(r, 1 - eps_low, 1 + eps_high) A_i),  r per token (or per sequence)
-        loss, metrics = clipped_policy_loss(
-            inp.logp_B_T,
-            require(inp.old_logp_B_T, "old-policy log-probs (old_logp)", self.name),
-            inp.advantages_B_T,
-            inp.action_mask_B_T,
+        return clipped_policy_loss(
+            inp,
+            self.name,
             eps_low=c.eps_low,
             eps_high=c.eps_high,
             aggregation=c.aggregation,
             ratio_level=c.ratio_level,
-            entropy_B_T=inp.entropy_B_T,
-        )  # [], dict
-        return LossOutput(loss, metrics)
+        )  # loss [], metrics

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from algorithms.advantages import RUNNING_MEAN_SCOPES, RunningMeanBaseline, broadcast_to_tokens
-from algorithms.aggregation import AGGREGATION_MODES
+from algorithms.aggregation import AGGREGATION_MODES, check_aggregation
 from algorithms.base import AdvantageResult, Algorithm, LossOutput, PolicyLossInputs, Trajectories, doc
 from algorithms.objectives import advantage_metrics, dis_policy_loss
 
@@ -44,10 +44,7 @@ class Config:
     aggregation: str = doc(f"loss aggregation mode, one of {AGGREGATION_MODES}", default="token-mean")
 
     def __post_init__(self) -> None:
-        if self.aggregation not in AGGREGATION_MODES:
-            raise ValueError(
-                f"unknown aggregation {self.aggregation!r}; valid: {', '.join(AGGREGATION_MODES)}"
-            )
+        check_aggregation(self.aggregation)
         if self.scope not in RUNNING_MEAN_SCOPES:
             raise ValueError(f"unknown scope {self.scope!r}; valid: {', '.join(RUNNING_MEAN_SCOPES)}")
 
@@ -71,18 +68,13 @@ class RunningMean(Algorithm):
     def policy_loss(self, inp: PolicyLossInputs) -> LossOutput:
         c = self.config
         # agg_t[ -sg(f(r_t) * A_i) * log pi_theta(a_t|s_t) ],  r_t = pi_theta / pi_rollout
-        loss, metrics = dis_policy_loss(
-            inp.logp_B_T,
-            inp.rollout_logp_B_T,
-            inp.advantages_B_T,
-            inp.action_mask_B_T,
+        return dis_policy_loss(
+            inp,
             eps_low=c.eps_low,
             eps_high=c.eps_high,
             aggregation=c.aggregation,
             detach_coefficient=c.detach_coefficient,
-            entropy_B_T=inp.entropy_B_T,
-        )  # [], dict
-        return LossOutput(loss, metrics)
+        )  # loss [], metrics
 
     def state_dict(self) -> dict[str, Any]:
         return {"baseline": self.baseline.state_dict()}

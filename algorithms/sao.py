@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from algorithms.advantages import gae, length_adaptive_lambda, masked_whiten, outcome_rewards_to_tokens
-from algorithms.aggregation import AGGREGATION_MODES
+from algorithms.aggregation import AGGREGATION_MODES, check_aggregation
 from algorithms.base import (
     AdvantageResult,
     Algorithm,
@@ -81,10 +81,7 @@ class Config:
     critic_lr: float = doc("critic learning rate", default=5e-6)
 
     def __post_init__(self) -> None:
-        if self.aggregation not in AGGREGATION_MODES:
-            raise ValueError(
-                f"unknown aggregation {self.aggregation!r}; valid: {', '.join(AGGREGATION_MODES)}"
-            )
+        check_aggregation(self.aggregation)
         if not (0.0 < self.eps_low <= 1.0 and self.eps_high > 0.0):
             raise ValueError(f"need 0 < eps_low <= 1 and eps_high > 0, got {self.eps_low}, {self.eps_high}")
 
@@ -128,18 +125,13 @@ class SAO(Algorithm):
     def policy_loss(self, inp: PolicyLossInputs) -> LossOutput:
         c = self.config
         # agg_t[ -sg(f(r_t) * A_t) * log pi_theta(a_t|s_t) ],  r_t = pi_theta / pi_rollout
-        loss, metrics = dis_policy_loss(
-            inp.logp_B_T,
-            inp.rollout_logp_B_T,
-            inp.advantages_B_T,
-            inp.action_mask_B_T,
+        return dis_policy_loss(
+            inp,
             eps_low=c.eps_low,
             eps_high=c.eps_high,
             aggregation=c.aggregation,
             detach_coefficient=c.detach_coefficient,
-            entropy_B_T=inp.entropy_B_T,
-        )  # [], dict
-        return LossOutput(loss, metrics)
+        )  # loss [], metrics
 
     def critic_loss(self, inp: CriticLossInputs) -> LossOutput:
         mask_B_T = inp.action_mask_B_T  # [B, T]

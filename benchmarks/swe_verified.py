@@ -45,9 +45,6 @@ __all__ = [
 SWE_VERIFIED_REVISION = "91aa3ed51b709be6457e12d00300a6a596d4c6a3"
 """Commit of `SWE-bench/SWE-bench_Verified` (500 rows, data/test-00000-of-00001.parquet)."""
 
-MAX_TURNS = 300
-"""Agent turns per episode in the paper's setup (OpenHands scaffold, 128k context)."""
-
 SWE_TEMPLATE = (
     "You are given a checkout of a Python repository at the commit where the issue below was "
     "reported. Edit the repository so that the issue is resolved; do not modify the tests.\n\n"

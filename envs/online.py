@@ -1,6 +1,6 @@
 """Online drift: a task whose reward rule changes in phases on a schedule, with per-phase metrics.
 
-The paper's online setting (docs/sao.md): a style preference that shifts during training
+The SAO paper's online setting (arXiv 2607.07508, Fig. 5): a style preference that shifts during training
 (cute -> chuunibyou -> classical) with reward = quality x style in {0, 1}; the prompt never
 says which style is wanted, so the policy has to notice the shift from rewards alone and
 re-adapt (SAO recovers faster than a running-mean baseline after each shift).
@@ -294,7 +294,7 @@ class DriftTask(DriftingTask):
             demo_error_rate=demo_error_rate,
             max_operands=max_operands,
             p_more=p_more,
-            # the demonstration mix the drift figures (README) were measured with: the task's own
+            # the demonstration mix of the drift results in REPRODUCE.md: the task's own
             demo_p_more=p_more,
         )
         super().__init__(

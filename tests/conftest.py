@@ -8,7 +8,26 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from pathlib import Path  # noqa: E402
+
 import pytest  # noqa: E402
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+"""Real benchmark data (IMOAnswerBench, GSM8K) kept beside the checkout, not in it."""
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    """`shared_data("gsm8k/test.jsonl")`: the path of a file of the shared benchmark data; the
+    test is skipped, with the reason, where the data is not present."""
+
+    def path(relative: str) -> Path:
+        found = SHARED_DATA / relative
+        if not found.is_file():
+            pytest.skip(f"shared benchmark data not present: {found} (../shared/data beside the checkout)")
+        return found
+
+    return path
 
 
 def _docker_daemon_error() -> str | None:

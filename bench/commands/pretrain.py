@@ -25,8 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--steps",
         type=int,
         default=None,
-        help="optimizer steps (default: the task's recipe, e.g. 1000 for arith, ~5 min on 2 idle "
-        "cores; a non-default value needs --out, since the cache holds the default recipe)",
+        help="optimizer steps (default: the task's recipe, e.g. 1000 for arith; a non-default value "
+        "needs --out, since the cache holds the default recipe)",
     )
     p.add_argument(
         "--batch-size",
@@ -40,8 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=PRECISIONS,
         default="fp32",
         help="fp32 (the recipes'), or bf16: forward passes under bfloat16 autocast, weights, optimizer "
-        "and loss in float32; ~1.5x faster on CPUs with bfloat16 instructions, but arith's bf16 base "
-        "gained less from RL (README); a non-default value needs --out (default: fp32)",
+        "and loss in float32; faster on CPUs with bfloat16 instructions, but arith's bf16 base "
+        "gained less from RL (REPRODUCE.md); a non-default value needs --out (default: fp32)",
     )
     p.add_argument("--out", default=None, help="write the checkpoint here instead of the cache")
     p.add_argument("--force", action="store_true", help="rebuild even if the cached checkpoint exists")

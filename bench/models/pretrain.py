@@ -37,9 +37,9 @@ def pretrain(
     """Train a fresh tiny model on the task's demonstrations; save it to `out` atomically.
     `steps` and `batch_size` default to the task's tiny-model recipe (`bench.models.recipes`).
 
-    precision "bf16" (not a task recipe: see README) runs every forward under bfloat16 autocast
-    with HF's eager attention; weights, gradients, AdamW and the loss stay float32. On CPUs with
-    bfloat16 matrix instructions the matmuls run ~2.5x faster; eager attention, because the CPU
+    precision "bf16" (not a task recipe: see REPRODUCE.md) runs every forward under bfloat16
+    autocast with HF's eager attention; weights, gradients, AdamW and the loss stay float32. It
+    pays on CPUs with bfloat16 matrix instructions; eager attention, because the CPU
     flash-attention kernel's bfloat16 backward is slower than its float32 one. The saved model
     is float32, with the tiny model's default attention."""
     from bench.models.chat import render_transcript

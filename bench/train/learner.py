@@ -59,17 +59,12 @@ def build_batch(
     )
     T = rows.response_len
     action_mask_B_T = _pad([list(map(float, t.action_mask)) for t in trajectories], T, 0.0, torch.float32)
-    group_index = {
-        g: i for i, g in enumerate(dict.fromkeys(t.group_id for t in trajectories))
-    }  # first-seen order
     traj = Trajectories(
         rewards_B=torch.tensor([t.reward for t in trajectories], dtype=torch.float32),
         action_mask_B_T=action_mask_B_T,
         response_mask_B_T=_pad([[1.0] * len(t.response_ids) for t in trajectories], T, 0.0, torch.float32),
-        group_index_B=torch.tensor([group_index[t.group_id] for t in trajectories]),
         prompt_keys=[t.prompt_key for t in trajectories],
         max_response_tokens=max_response_tokens,
-        truncated_B=torch.tensor([t.truncated for t in trajectories]),
     )
     return LearnerBatch(
         rows=rows,

@@ -223,8 +223,8 @@ def _leave_cores_for_the_engine(engine: Any, acc: Any) -> int | None:
     """With the engine in a child process on CPU, limit the learner's threads so that learner
     and engine together use each core once; returns the previous thread count to restore
     (None: nothing changed). Why: torch's intra-op threads wait for each other at every op,
-    so one learner thread sharing a core with the decoding child stalls all of them (measured
-    on 2 cores: a GRPO step on arith 1.1 s with 2 learner threads, 0.63 s with 1)."""
+    so one learner thread sharing a core with the decoding child stalls all of them (REPRODUCE.md
+    has the measurement)."""
     from bench.engines.process_engine import CHILD_THREADS, ProcessEngine
 
     if not isinstance(engine, ProcessEngine):

@@ -139,6 +139,7 @@ def _assert_no_process_mentions(text: str, within_s: float) -> None:
     assert not alive, f"processes of the killed run still alive: {alive}"
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_has_no_gap_or_duplicate(base_checkpoint, tmp_path):
     out = tmp_path / "run"
     cmd = [
@@ -227,6 +228,7 @@ def test_nonfinite_losses_are_skipped_then_the_run_stops(base_checkpoint, tmp_pa
     assert all(r["loss/policy"] is None for r in lines)  # NaN is written as null
 
 
+@pytest.mark.slow
 def test_data_parallel_ranks_stay_identical(base_checkpoint, tmp_path):
     """Two CPU ranks (gloo) on different rollouts: after 2 steps both hold the same weights,
     and those weights moved away from the base checkpoint."""

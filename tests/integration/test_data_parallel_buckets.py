@@ -13,6 +13,7 @@ import random
 import socket
 import time
 
+import pytest
 import torch
 import torch.multiprocessing as mp
 
@@ -55,6 +56,7 @@ def _rank_main(rank: int, port: int, results) -> None:
     results.put((rank, len(batch.rows.buckets), learner.version, learner.policy_checksums()))
 
 
+@pytest.mark.slow
 def test_ranks_with_different_bucket_counts_train_in_step():
     ctx = mp.get_context("spawn")
     results = ctx.Queue()

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +78,7 @@ def test_eval_arith_checkpoint(checkpoint, cache_dir, tmp_path):
     assert "avg@k" in res.stdout and "95% CI" in res.stdout and str(out / "arith.jsonl") in res.stdout
 
 
+@pytest.mark.slow
 def test_eval_multi_turn_benchmarks_write_episodes_and_swe_predictions(checkpoint, cache_dir, tmp_path):
     out = tmp_path / "evals"
     for bench_name in ("swe-mini", "agent"):
@@ -94,10 +94,8 @@ def test_eval_multi_turn_benchmarks_write_episodes_and_swe_predictions(checkpoin
     assert summary["predictions_files"] == [str(out / "swe-mini.predictions.jsonl")]
 
 
-def test_eval_imo_answerbench_local_data(checkpoint, cache_dir, tmp_path):
-    data = SHARED_DATA / "imobench" / "answerbench_v2.csv"
-    if not data.is_file():
-        pytest.skip(f"shared data not present: {data}")
+def test_eval_imo_answerbench_local_data(checkpoint, cache_dir, tmp_path, shared_data):
+    data = shared_data("imobench/answerbench_v2.csv")
     out = tmp_path / "evals"
     res = bench_eval(
         "--model",
@@ -147,6 +145,7 @@ def test_unknown_benchmark(checkpoint, cache_dir, tmp_path):
     assert "did you mean" in _one_line_error(res)
 
 
+@pytest.mark.slow
 def test_swe_verified_says_exactly_what_is_missing(checkpoint, cache_dir, tmp_path):
     # offline: the hub copy is unreachable, and the error names the --data override
     res = bench_eval("--model", str(checkpoint), "--bench", "swe-verified", cache=cache_dir, cwd=tmp_path)

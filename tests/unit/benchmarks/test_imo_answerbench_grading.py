@@ -9,13 +9,11 @@ import csv
 import re
 import warnings
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from envs.math.graders import grade_symbolic, symbolic_fallback_reason
 
-DATA = Path(__file__).resolve().parents[3] / "shared/data/imobench/answerbench_v2.csv"
 MAX_FALLBACK_ROWS = 40
 """Upper bound on rows graded by the string fallback (32 with math-verify 0.9)."""
 
@@ -33,10 +31,8 @@ def perturb(answer: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def rows():
-    if not DATA.exists():
-        pytest.skip(f"IMOAnswerBench copy not found at {DATA} (expected ../shared/data beside the repo)")
-    with DATA.open(newline="", encoding="utf-8") as f:
+def rows(shared_data):
+    with shared_data("imobench/answerbench_v2.csv").open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 400
     return rows

@@ -14,8 +14,8 @@ import pytest
 from envs.sandbox import Sandbox, SandboxLimits
 from envs.swe.instance import SWEInstance
 from envs.swe.local_runtime import LocalRuntime, LocalWorkspace
-from envs.swe.swe_mini import load_swe_mini, repo_files
 from envs.swe.runtime import RuntimeUnavailable
+from envs.swe.swe_mini import load_swe_mini, repo_files
 from envs.swe.testrunner import MARK, parse_events
 
 CLAMP = next(i for i in load_swe_mini() if i.instance_id == "swe-mini__clamp-1")

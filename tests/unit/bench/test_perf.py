@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _perf(*args: str, tmp_path: Path) -> tuple[dict, dict]:
@@ -34,6 +34,7 @@ def _positive(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
 
 
+@pytest.mark.slow
 def test_perf_quick_engine_and_learner(tmp_path):
     result, written = _perf(
         "--quick", "--repeats", "1", "--only", "engine,learner,length_buckets", tmp_path=tmp_path

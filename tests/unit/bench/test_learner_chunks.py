@@ -11,7 +11,7 @@ from bench.models.logprobs import learner_chunk_tokens, response_logprobs
 from bench.models.packing import BucketedBatch
 from bench.models.tiny import new_tiny_model
 from bench.train.learner import Learner, build_batch
-from tests.unit.test_learner_old_logp import _trajectories
+from tests.unit.bench.test_learner_old_logp import _trajectories
 
 
 def test_token_chunks_cut_rows_shortest_first_within_the_budget():

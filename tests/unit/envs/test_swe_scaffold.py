@@ -15,7 +15,7 @@ from envs.swe.mutations import mutations
 from envs.swe.runtime import PatchGrade, Runtime
 from envs.swe.scaffold import SYSTEM_PROMPT, SweEnv, number_lines, replace_line, truncate
 from envs.swe.workspace_memory import InMemoryRuntime, InMemoryWorkspace, apply_unified_diff, file_diff
-from tests.swe_demo import DEMO_ID, demo_instance
+from tests.fixtures.swe_demo import DEMO_ID, demo_instance
 
 CALC = "def add(a, b):\n    return a - b\n\n\ndef neg(x):\n    return -x\n"
 TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"

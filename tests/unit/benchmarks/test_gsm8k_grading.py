@@ -1,20 +1,15 @@
 """`grade_gsm8k` on every row of the real GSM8K test copy (skipped when the copy is absent)."""
 
 import json
-from pathlib import Path
 
 import pytest
 
 from envs.math.graders import grade_gsm8k, gsm8k_reference
 
-DATA = Path(__file__).resolve().parents[3] / "shared/data/gsm8k/test.jsonl"
-
 
 @pytest.fixture(scope="module")
-def rows():
-    if not DATA.exists():
-        pytest.skip(f"GSM8K copy not found at {DATA} (expected ../shared/data beside the repo)")
-    with DATA.open(encoding="utf-8") as f:
+def rows(shared_data):
+    with shared_data("gsm8k/test.jsonl").open(encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
     assert len(rows) == 1319
     return rows

@@ -24,7 +24,7 @@ from envs.math.tasks import INSTRUCTION, MISSING_DATA, MathTask, split_position
 from envs.registry import UnknownTaskError
 from envs.sandbox_perf import measure_test_file_overhead
 
-GSM8K = Path(__file__).resolve().parents[3] / "shared" / "data" / "gsm8k" / "test.jsonl"
+GSM8K = "gsm8k/test.jsonl"  # in the shared benchmark data (`shared_data` fixture)
 GSM8K_ROWS = 1319
 
 
@@ -38,8 +38,8 @@ def write_csv(path: Path, header: list[str], rows: list[list[str]]) -> Path:
 
 
 @pytest.fixture(scope="module")
-def gsm8k() -> MathTask:
-    return MathTask(data=str(GSM8K))
+def gsm8k(shared_data) -> MathTask:
+    return MathTask(data=str(shared_data(GSM8K)))
 
 
 @pytest.fixture
@@ -142,8 +142,8 @@ def test_both_sides_non_empty_and_duplicates_together(tmp_path: Path) -> None:
         MathTask(data=str(write_csv(tmp_path / "one.csv", ["problem", "answer"], [["x", "1"], ["x", "1"]])))
 
 
-def test_deterministic(gsm8k: MathTask) -> None:
-    again = MathTask(data=str(GSM8K))
+def test_deterministic(gsm8k: MathTask, shared_data) -> None:
+    again = MathTask(data=str(shared_data(GSM8K)))
     assert [p.key for p in gsm8k.eval_problems(20, seed=3)] == [
         p.key for p in again.eval_problems(20, seed=3)
     ]

@@ -12,7 +12,7 @@ import pytest
 from algorithms import registry
 from algorithms.base import Algorithm
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "examples" / "plugins"
 
 

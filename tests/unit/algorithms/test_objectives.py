@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from algorithms.base import PolicyLossInputs
 from algorithms.objectives import (
     advantage_metrics,
     clipped_policy_loss,
@@ -196,13 +197,18 @@ def test_whole_losses_match_their_token_terms():
     zeros = torch.zeros_like(logp)
     adv = t(1.0, 1.0, 0.0)[None]
     mask = t(1.0, 1.0, 0.0)[None]
-    loss, m = clipped_policy_loss(logp, zeros, adv, mask, eps_low=0.2, eps_high=0.2, aggregation="token-mean")
+    clip_inputs = PolicyLossInputs(logp, rollout_logp_B_T=zeros, advantages_B_T=adv, action_mask_B_T=mask,
+                                   old_logp_B_T=zeros)  # fmt: skip
+    out = clipped_policy_loss(clip_inputs, "test", eps_low=0.2, eps_high=0.2, aggregation="token-mean")
+    loss, m = out.loss, out.metrics
     assert loss.item() == pytest.approx((-1.2 - 0.5) / 2)  # see test_ppo_clip_four_cases
     assert m["policy/clip_frac"] == pytest.approx(0.5)
-    loss, m = dis_policy_loss(logp, zeros, adv, mask, eps_low=0.3, eps_high=5.0, aggregation="token-mean")
+    dis_inputs = PolicyLossInputs(logp, rollout_logp_B_T=zeros, advantages_B_T=adv, action_mask_B_T=mask)
+    out = dis_policy_loss(dis_inputs, eps_low=0.3, eps_high=5.0, aggregation="token-mean")
+    loss, m = out.loss, out.metrics
     assert loss.item() == pytest.approx(-1.5 * math.log(1.5) / 2)  # r = 0.5 is out of band
     assert m["policy/masked_frac"] == pytest.approx(0.5)
     with pytest.raises(ValueError, match="ratio level"):
         clipped_policy_loss(
-            logp, zeros, adv, mask, eps_low=0.2, eps_high=0.2, aggregation="token-mean", ratio_level="x"
+            clip_inputs, "test", eps_low=0.2, eps_high=0.2, aggregation="token-mean", ratio_level="x"
         )

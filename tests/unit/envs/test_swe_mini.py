@@ -11,9 +11,9 @@ import re
 
 import pytest
 
+from envs.swe import swe_mini_build as build
 from envs.swe.instance import SWEInstance
 from envs.swe.local_runtime import LocalRuntime
-from envs.swe import swe_mini_build as build
 from envs.swe.swe_mini import DATA_FILE, load_swe_mini, repo_files
 
 INSTANCES = load_swe_mini()

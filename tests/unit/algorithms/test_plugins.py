@@ -42,7 +42,6 @@ def traj(rewards, action_mask, response_mask=None, values=None, keys=None, max_l
         rewards_B=torch.tensor(rewards, dtype=D),
         action_mask_B_T=am,
         response_mask_B_T=am.clone() if response_mask is None else t(*response_mask),
-        group_index_B=torch.zeros(len(rewards), dtype=torch.long),
         prompt_keys=keys or [f"p{i}" for i in range(len(rewards))],
         max_response_tokens=max_len,
         values_B_T=None if values is None else t(*values),
@@ -260,7 +259,7 @@ def test_ppo_vapo_preset():
     assert torch.allclose(res.returns_B_T, t([1.0, 1.0, 1.0, 0.0]))
 
 
-def test_ppo_losses():
+def test_ppo_policy_loss_is_the_clipped_surrogate_and_value_loss_is_clipped():
     out = PPO().policy_loss(clip_inputs())
     assert out.loss.item() == pytest.approx(-0.9 / 3)  # token-mean of -1.2, -0.5, 0.8
     # clipped value loss, old V 0, clip 0.2 (see test_objectives): (0.32 + 0.125 + 0.605)/3 = 0.35
@@ -333,7 +332,7 @@ def test_gspo_sequence_ratio_loss_and_gradient():
     assert res.advantages_B_T[0, 0].item() == pytest.approx(0.5 / (math.sqrt(0.5) + 1e-4))
 
 
-def test_rloo():
+def test_rloo_leave_one_out_advantages_and_its_trl_sequence_ratio_preset():
     # group [1,0,0,0]: A_0 = 1 - 0 = 1; A_j = 0 - 1/3 for the others
     res = RLOO().advantages(traj([1.0, 0.0, 0.0, 0.0], [[1, 1]] * 4))
     assert torch.allclose(res.advantages_B_T[:, 0], t(1.0, -1 / 3, -1 / 3, -1 / 3))

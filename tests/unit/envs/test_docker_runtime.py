@@ -23,7 +23,7 @@ from envs.swe.instance import SWEInstance
 from envs.swe.runtime import RuntimeUnavailable
 from envs.swe.scaffold import SweEnv
 from envs.swe.workspace_memory import apply_unified_diff, file_diff
-from tests.swe_demo import demo_instance
+from tests.fixtures.swe_demo import demo_instance
 
 CALC = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"

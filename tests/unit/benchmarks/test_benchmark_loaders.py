@@ -31,9 +31,8 @@ from benchmarks.swe_verified import (
 from envs.arith import ArithTask, worked_solution
 from envs.math.graders import grade_gsm8k, grade_integer, grade_symbolic
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
-IMO_CSV = SHARED / "imobench" / "answerbench_v2.csv"
-GSM8K_JSONL = SHARED / "gsm8k" / "test.jsonl"
+IMO_CSV = "imobench/answerbench_v2.csv"  # in the shared benchmark data (`shared_data` fixture)
+GSM8K_JSONL = "gsm8k/test.jsonl"
 IMO_DATA_HASH = "811bcadf2e5e2e7a1739d132a6dfc591dd051e42b428f6d816f2fb6e9ffa2546"
 """data_hash of the real IMOAnswerBench v2 copy under imo-answerbench v1: a change means the
 data or the prompt changed, and the spec's version must be bumped."""
@@ -130,26 +129,23 @@ def test_bad_files_fail_with_one_line(tmp_path):
 # ----------------------------------------------------------------------------- real copies
 
 
-def test_real_imo_answerbench_copy():
-    if not IMO_CSV.exists():
-        pytest.skip(f"IMOAnswerBench copy not found at {IMO_CSV} (expected ../shared/data beside the repo)")
+def test_real_imo_answerbench_copy(shared_data):
+    imo_csv = shared_data(IMO_CSV)
     spec = bench_registry.get("imo-answerbench")
-    problems = spec.load(data_path=IMO_CSV)
+    problems = spec.load(data_path=imo_csv)
     assert len(problems) == 400 and len({p.key for p in problems}) == 400
     first = problems[0]
     assert first.key == "imo-bench-algebra-001" and first.answer == "3"
     assert set(first.meta) == {"category", "subcategory", "source"} and first.meta["category"] == "Algebra"
     assert spec.grader is grade_symbolic and all("\\boxed{}" in p.prompt for p in problems)
     assert spec.data_hash(problems) == IMO_DATA_HASH
-    record = spec.provenance(problems, data_path=IMO_CSV)
+    record = spec.provenance(problems, data_path=imo_csv)
     assert record["version"] == spec.version and record["n_problems"] == 400
     assert record["data_hash"] == IMO_DATA_HASH and len(record["data_file_sha256"]) == 64
 
 
-def test_real_gsm8k_copy():
-    if not GSM8K_JSONL.exists():
-        pytest.skip(f"GSM8K copy not found at {GSM8K_JSONL} (expected ../shared/data beside the repo)")
-    problems = bench_registry.get("gsm8k").load(data_path=GSM8K_JSONL)
+def test_real_gsm8k_copy(shared_data):
+    problems = bench_registry.get("gsm8k").load(data_path=shared_data(GSM8K_JSONL))
     assert len(problems) == 1319 and problems[-1].key == "gsm8k-1318"
     assert grade_gsm8k("\\boxed{18}", problems[0].answer).correct  # Janet's ducks
 
@@ -213,7 +209,7 @@ def test_every_benchmark_is_versioned_and_pinned():
 
 def test_benchmarks_package_imports_only_envs():
     """`benchmarks/` may import `envs/`, never `bench/` or `algorithms/` (static check of imports)."""
-    package = Path(__file__).resolve().parents[2] / "benchmarks"
+    package = Path(__file__).resolve().parents[3] / "benchmarks"
     for path in package.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
