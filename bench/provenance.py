@@ -45,5 +45,3 @@ def environment_info(seed: int) -> dict[str, Any]:
         "seed": seed,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-
-

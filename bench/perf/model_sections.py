@@ -208,7 +208,9 @@ def _random_group_batch(tokenizer: Any, B: int, T: int, P: int, G: int) -> tuple
     return trajectories, rewards
 
 
-def _bare_policy_update(model: Any, trajectories: list[Any], rewards: list[float], pad_id: int, T: int, lr: float):
+def _bare_policy_update(
+    model: Any, trajectories: list[Any], rewards: list[float], pad_id: int, T: int, lr: float
+):
     """The least a policy update must do, on a copy of `model`: one forward (logits of the
     response window only), log-probs, a policy-gradient loss, backward, clip, AdamW step."""
     import torch

@@ -183,7 +183,9 @@ def test_bad_settings_are_user_errors(tiny):
             model, tokenizer, bench_registry.get("arith"), k=1, limit=1, sampling={"top_p": 0}, progress=False
         )
     with pytest.raises(ValueError, match="unknown sampling"):
-        evaluate(model, tokenizer, bench_registry.get("arith"), k=1, limit=1, sampling={"topp": 1}, progress=False)
+        evaluate(
+            model, tokenizer, bench_registry.get("arith"), k=1, limit=1, sampling={"topp": 1}, progress=False
+        )
 
 
 def test_model_tiny_means_the_base_checkpoint_of_the_benchmarks_task():

@@ -59,7 +59,9 @@ def test_a_task_recipe_change_selects_a_new_base_checkpoint(monkeypatch, tmp_pat
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
     before = base_checkpoint_path("swe", {})
-    longer = dataclasses.replace(recipes.RECIPES["swe"], pretrain_steps=recipes.RECIPES["swe"].pretrain_steps + 1)
+    longer = dataclasses.replace(
+        recipes.RECIPES["swe"], pretrain_steps=recipes.RECIPES["swe"].pretrain_steps + 1
+    )
     monkeypatch.setitem(recipes.RECIPES, "swe", longer)
     assert base_checkpoint_path("swe", {}) != before
 
