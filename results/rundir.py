@@ -10,6 +10,8 @@ half-written checkpoint that `--resume` would pick up.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import math
 import os
@@ -18,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 CHECKPOINT_PREFIX = "step_"
+MANIFEST = "manifest.json"
+"""Written last into every checkpoint: the size and sha256 of each of its files."""
+LOCK_FILE = "run.lock"
 
 
 class RunDirError(ValueError):
@@ -67,6 +72,26 @@ class RunDir:
             f.flush()
             os.fsync(f.fileno())
 
+    def append_event(self, record: dict[str, Any]) -> None:
+        """Append one event (a resume, ...) to events.jsonl, durably, with its wall-clock time."""
+        import time
+
+        with open(self.path / "events.jsonl", "a") as f:
+            f.write(json.dumps({"time": time.time(), **record}, default=str) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def read_events(self) -> list[dict[str, Any]]:
+        """All complete lines of events.jsonl (none when the file does not exist)."""
+        path = self.path / "events.jsonl"
+        rows = []
+        for line in path.read_text().splitlines() if path.exists() else []:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+        return rows
+
     def read_metrics(self) -> list[dict[str, Any]]:
         """All complete metric lines (a torn last line from a crash is ignored)."""
         if not self.metrics_path.exists():
@@ -98,8 +123,11 @@ class RunDir:
         return tmp
 
     def commit_checkpoint(self, tmp: Path, step: int, keep_last: int = 2) -> Path:
-        """Atomically publish a checkpoint written with `begin_checkpoint`; prune all but the
-        latest `keep_last` (0 = keep every one)."""
+        """Atomically publish a checkpoint written with `begin_checkpoint`: its files are synced
+        to disk and listed with their sizes and hashes in `manifest.json`, then the directory is
+        renamed into place; prune all but the latest `keep_last` (0 = keep every one)."""
+        write_json_atomic(tmp / MANIFEST, {"step": step, "files": _file_digests(tmp)})
+        _fsync_tree(tmp)
         final = self.checkpoint_dir(step)
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
@@ -119,6 +147,92 @@ class RunDir:
         found = self.list_checkpoints()
         return found[-1] if found else None
 
+    def latest_intact_checkpoint(self) -> tuple[Path | None, list[tuple[Path, str]]]:
+        """(the newest checkpoint whose files match its manifest, the newer ones that do not,
+        each with the reason): what a resume can trust after a crash or a damaged disk."""
+        damaged = []
+        for checkpoint in reversed(self.list_checkpoints()):
+            problem = verify_checkpoint(checkpoint)
+            if problem is None:
+                return checkpoint, damaged
+            damaged.append((checkpoint, problem))
+        return None, damaged
+
+    def lock(self) -> None:
+        """Hold this run directory exclusively for the life of the process (or until `unlock`):
+        a second process that trains or resumes it gets RunDirError. The lock is an flock, so
+        the kernel drops it when the holder dies, even by SIGKILL."""
+        key = str(self.path.resolve())
+        if key in _HELD:
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise RunDirError(
+                f"run directory {self.path} is in use by {holder}; wait for it to finish or stop it first"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}".encode())
+        _HELD[key] = fd
+
+    def unlock(self) -> None:
+        """Release `lock` (a no-op when this process does not hold it)."""
+        fd = _HELD.pop(str(self.path.resolve()), None)
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
     def write_summary(self, summary: dict[str, Any]) -> None:
         """Write summary.json (final metrics, timing, counts)."""
         write_json_atomic(self.path / "summary.json", summary)
+
+
+_HELD: dict[str, int] = {}
+"""Run directories this process has locked -> the open lock file (flock is per open file, so a
+second lock of the same directory in one process must reuse it)."""
+
+
+def _file_digests(directory: Path) -> dict[str, dict[str, Any]]:
+    """Relative path -> {size, sha256} of every file below `directory` but the manifest."""
+    out = {}
+    for path in sorted(p for p in directory.rglob("*") if p.is_file() and p.name != MANIFEST):
+        with path.open("rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+        out[str(path.relative_to(directory))] = {"size": path.stat().st_size, "sha256": digest}
+    return out
+
+
+def _fsync_tree(directory: Path) -> None:
+    """Flush every file below `directory`, and the directories themselves, to disk."""
+    for path in [*directory.rglob("*"), directory]:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def verify_checkpoint(checkpoint: Path) -> str | None:
+    """None when every file of `checkpoint` has the size and hash its manifest recorded; else
+    what is wrong (a checkpoint written before manifests existed is trusted as it is)."""
+    manifest = checkpoint / MANIFEST
+    if not manifest.exists():
+        legacy = (checkpoint / "learner.pt").exists() and (checkpoint / "policy").is_dir()
+        return None if legacy else "no manifest.json and incomplete"
+    try:
+        files = json.loads(manifest.read_text())["files"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return "manifest.json is unreadable"
+    actual = _file_digests(checkpoint)
+    for name, expected in files.items():
+        if name not in actual:
+            return f"{name} is missing"
+        if actual[name]["size"] != expected["size"]:
+            return f"{name} has {actual[name]['size']} bytes, {expected['size']} were written"
+        if actual[name]["sha256"] != expected["sha256"]:
+            return f"{name} does not match the hash written at save"
+    return None

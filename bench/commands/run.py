@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 from bench.commands import add_plugin_option, load_plugins
 from bench.config import RunConfig, build_config, flag_fields, load_toml, parse_set_options
+from bench.errors import UsageError
 
 
 def register(sub) -> None:
@@ -27,7 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = f"config fields (set with --set FIELD=VALUE or in --config FILE.toml):\n{fields}"
     for f in flag_fields():
         default = "" if f["default"] in (None, "") else f" (default: {f['default']})"
-        p.add_argument(f["flag"], dest=f["name"], type=f["type"], choices=f["choices"], help=f["help"] + default)
+        p.add_argument(
+            f["flag"], dest=f["name"], type=f["type"], choices=f["choices"], help=f["help"] + default
+        )
     p.add_argument("--out", help="run directory to create (default: runs/<algo>-<task>-s<seed>-<time>)")
     p.add_argument(
         "--config",
@@ -45,33 +49,46 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--resume",
         metavar="RUN_DIR",
-        help="continue RUN_DIR from its last checkpoint (config from RUN_DIR; --steps may extend it)",
+        help="continue RUN_DIR from its newest intact checkpoint (config from RUN_DIR; --steps, "
+        "--checkpoint-every, --eval-every and --set max_minutes/keep_checkpoints may extend it, any other "
+        "changed setting is refused)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
 
 
-def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """The run config of a new run: field defaults < --config < flags < --set."""
+def override_layers(args: argparse.Namespace) -> list[dict]:
+    """The config layers the command line gives, lowest first: --config, flags, --set."""
     flags = {f["name"]: getattr(args, f["name"]) for f in flag_fields()}
     file_layer = load_toml(args.config) if args.config else {}
-    return build_config(
-        file_layer, {k: v for k, v in flags.items() if v is not None}, parse_set_options(args.set)
-    )
+    return [file_layer, {k: v for k, v in flags.items() if v is not None}, parse_set_options(args.set)]
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """The run config of a new run: field defaults < --config < flags < --set."""
+    return build_config(*override_layers(args))
 
 
 def run(args: argparse.Namespace) -> int:
     """Handler of `bench run`."""
-    from bench.train.start import process_state, resume_run, start_run
+    from bench.train.start import discard_if_never_trained, process_state, resume_run, start_run
 
     load_plugins(args)
     if args.resume:
-        run_dir, config, checkpoint = resume_run(args.resume, steps=args.steps)
+        if args.out:
+            raise UsageError("--resume continues the run in its own directory; drop --out")
+        run_dir, config, checkpoint = resume_run(args.resume, *override_layers(args))
     else:
         config = config_from_args(args)
         run_dir, checkpoint = start_run(config, args.out, progress=not args.no_progress), None
     from bench.train.loop import train
 
-    summary = train(config, run_dir, resume=checkpoint, progress=not args.no_progress)
+    try:
+        summary = train(config, run_dir, resume=checkpoint, progress=not args.no_progress)
+    except BaseException:
+        # a start that failed before its first step leaves nothing that would block its --out
+        if not args.resume and process_state().is_main_process and discard_if_never_trained(run_dir):
+            print(f"bench: removed {run_dir.path}: the run failed before its first step", file=sys.stderr)
+        raise
     if not process_state().is_main_process:
         return 0
     final = summary.get("final", {})

@@ -47,9 +47,12 @@ def resolve_model(spec: str, task: str = "arith", progress: bool = True) -> tupl
     if (path / "checkpoints").is_dir():
         from results.rundir import RunDir
 
-        latest = RunDir(path).latest_checkpoint()
+        latest, damaged = RunDir(path).latest_intact_checkpoint()
+        for bad, why in damaged:
+            print(f"bench: checkpoint {bad} is damaged ({why}); evaluating an earlier one")
         if latest is None:
-            raise UsageError(f"run directory {path} has no checkpoint yet (no checkpoints/step_NNNNNN/)")
+            raise UsageError(f"run directory {path} has no intact checkpoint (no checkpoints/step_NNNNNN/ that "
+                             "matches its manifest)")  # fmt: skip
         if not (latest / "policy").is_dir():
             raise UsageError(f"checkpoint {latest} has no policy/ directory")
         return str(latest / "policy"), path

@@ -175,6 +175,8 @@ def train(
                 last.update(evaluate_during_training(config, learner, tokenizer, run))
             out_of_time = _out_of_time(config, learner.accelerator, start)
             if is_main:
+                if resume is not None and learner.step == first_step + 1:
+                    last["resume/from_step"] = float(first_step)
                 run.append_metrics(last)
                 if _checkpoint_due(config, learner.step) or out_of_time:
                     save_checkpoint(run, learner, tokenizer, learner.step, config.keep_checkpoints)
@@ -278,7 +280,9 @@ def evaluate_during_training(
     return metrics
 
 
-def _one_step(config, task, tokenizer, learner: Learner, rollouts: Rollouts, start: float) -> dict[str, float]:
+def _one_step(
+    config, task, tokenizer, learner: Learner, rollouts: Rollouts, start: float
+) -> dict[str, float]:
     """Collect one batch, train on it, push the new weights; returns the step's metrics."""
     engine, producer, sampling = rollouts.engine, rollouts.producer, rollouts.sampling
     sync = config.mode == "sync"

@@ -1,14 +1,25 @@
 """The run entry point below the command line: `bench run`, comparisons, sweeps and tests all
-start and resume runs through `start_run` and `resume_run`, then call `bench.train.loop.train`."""
+start and resume runs through `start_run` and `resume_run`, then call `bench.train.loop.train`.
+
+Both hold the run directory's lock (`RunDir.lock`) for the rest of the process, so two
+processes never train into one directory. A resume trusts only checkpoints whose files match
+the manifest written at save (`results.rundir.verify_checkpoint`); a newer damaged one is set
+aside and the run continues from the newest intact one, or from step 0 when there is none.
+"""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.config import RunConfig, build_config
 from bench.errors import UsageError
 from results.rundir import RunDir, write_json_atomic
+
+EXTENDING_FIELDS = ("steps", "max_minutes", "checkpoint_every", "keep_checkpoints", "eval_every")
+"""Settings a resume may change: they extend a run (longer, checkpointed or evaluated more
+often) without changing what it is. Any other changed setting is refused."""
 
 
 def default_run_dir(config: RunConfig) -> Path:
@@ -16,9 +27,20 @@ def default_run_dir(config: RunConfig) -> Path:
     return Path("runs") / f"{config.algo}-{config.task}-s{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def check_out_dir(out: str | Path) -> Path:
+    """`out` as a Path, or a one-line UsageError when it cannot become a directory because it or
+    a parent is a file (`RunDir.create` refuses a non-empty directory)."""
+    out = Path(out)
+    for path in (out, *out.parents):
+        if path.exists() and not path.is_dir():
+            where = "" if path == out else f" ({path} is a file)"
+            raise UsageError(f"--out {out}: not a directory{where}; name a new directory")
+    return out
+
+
 def start_run(config: RunConfig, out: str | Path | None = None, *, progress: bool = True) -> RunDir:
-    """Create the run directory of a new run (config.json, env.json) and make the tiny base
-    checkpoint if the run needs one and it is not cached yet (once, on the main rank of a
+    """Create and lock the run directory of a new run (config.json, env.json) and make the tiny
+    base checkpoint if the run needs one and it is not cached yet (once, on the main rank of a
     launch: the other ranks wait and find it). `out` defaults to `default_run_dir(config)`;
     under `accelerate launch` it is required, so that every rank uses the same directory."""
     from bench.provenance import environment_info
@@ -26,9 +48,10 @@ def start_run(config: RunConfig, out: str | Path | None = None, *, progress: boo
     state = process_state()
     if state.num_processes > 1 and out is None:
         raise UsageError("--out is required under accelerate launch (every rank must use the same run dir)")
-    out = Path(out) if out is not None else default_run_dir(config)
+    out = check_out_dir(out if out is not None else default_run_dir(config))
     if state.is_main_process:
         run = RunDir.create(out, config.to_dict(), environment_info(config.seed))
+        run.lock()
         print(f"run directory: {run.path}")
         if config.model == "tiny":
             from bench.models.cache import ensure_base_checkpoint
@@ -38,21 +61,72 @@ def start_run(config: RunConfig, out: str | Path | None = None, *, progress: boo
     return RunDir(out)
 
 
-def resume_run(path: str | Path, steps: int | None = None) -> tuple[RunDir, RunConfig, Path]:
-    """(run, its config, the checkpoint to continue from) of an existing run; `steps` may
-    extend it (recorded in config.json)."""
+def resume_run(path: str | Path, *overrides: dict[str, Any]) -> tuple[RunDir, RunConfig, Path | None]:
+    """(run, its config, the checkpoint to continue from, None: from step 0) of an existing run.
+
+    `overrides` (config layers, as for `build_config`) may change only `EXTENDING_FIELDS`; the
+    changes are written to config.json and to the run's events.jsonl. Damaged checkpoints newer
+    than the newest intact one are renamed `damaged_step_NNNNNN` and reported."""
     run = RunDir(path)
     if not (run.path / "config.json").exists():
         raise UsageError(f"--resume {run.path}: not a run directory (no config.json)")
-    checkpoint = run.latest_checkpoint()
-    if checkpoint is None:
-        raise UsageError(f"--resume {run.path}: no completed checkpoint to resume from")
     saved = run.read_config()
-    config = build_config(saved, {"steps": steps} if steps else {})
-    if config.to_dict() != saved and process_state().is_main_process:
-        write_json_atomic(run.path / "config.json", config.to_dict())
-    print(f"resuming {run.path} from {checkpoint.name}")
+    config = build_config(saved, *overrides)
+    # a field the saved config lacks (added to RunConfig since) takes its default: not a change
+    changed = {k: (saved[k], v) for k, v in config.to_dict().items() if k in saved and saved[k] != v}
+    refused = [k for k in changed if k not in EXTENDING_FIELDS]
+    if refused:
+        old, new = changed[refused[0]]
+        raise UsageError(
+            f"--resume {run.path}: {refused[0]} would change from {old!r} to {new!r}; a resumed run keeps the "
+            f"settings of its experiment (it may change only {', '.join(EXTENDING_FIELDS)}); start a new run "
+            "with --out instead"
+        )
+    main = process_state().is_main_process
+    if main:
+        run.lock()
+    checkpoint, damaged = run.latest_intact_checkpoint()
+    if main:
+        for bad, why in damaged:
+            print(f"bench: checkpoint {bad.name} is damaged ({why}); continuing from an earlier one")
+            _set_aside(bad)
+        if changed:
+            write_json_atomic(run.path / "config.json", config.to_dict())
+        run.append_event({"event": "resume", "from_step": _step_of(checkpoint), "changed": changed})
+        if checkpoint is None:
+            run.truncate_metrics(0)
+    where = checkpoint.name if checkpoint is not None else "step 0 (no intact checkpoint yet)"
+    print(f"resuming {run.path} from {where}")
     return run, config, checkpoint
+
+
+def _set_aside(checkpoint: Path) -> Path:
+    """Rename a damaged checkpoint `damaged_step_NNNNNN[_i]` (kept for inspection, no longer
+    listed as a checkpoint, never pruned)."""
+    target, i = checkpoint.with_name(f"damaged_{checkpoint.name}"), 1
+    while target.exists():
+        target, i = checkpoint.with_name(f"damaged_{checkpoint.name}_{i}"), i + 1
+    checkpoint.rename(target)
+    return target
+
+
+def _step_of(checkpoint: Path | None) -> int:
+    """The step number of a `step_NNNNNN` checkpoint directory (0 for None)."""
+    return 0 if checkpoint is None else int(checkpoint.name.rsplit("_", 1)[-1])
+
+
+def discard_if_never_trained(run: RunDir) -> bool:
+    """Remove a run directory that holds no step and no checkpoint (a start that failed before
+    training, e.g. on a model that cannot be loaded), so that its `--out` can be used again;
+    True when it was removed."""
+    import shutil
+
+    evals = run.path / "evals"
+    if run.read_metrics() or run.list_checkpoints() or (evals.is_dir() and any(evals.iterdir())):
+        return False
+    run.unlock()
+    shutil.rmtree(run.path, ignore_errors=True)
+    return True
 
 
 def process_state():

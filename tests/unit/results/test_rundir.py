@@ -1,0 +1,129 @@
+"""The run-dir contract's crash safety: checkpoint manifests catch damaged files, a resume
+finds the newest intact checkpoint, one process at a time holds a run dir, torn lines are
+ignored."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from results.rundir import MANIFEST, RunDir, RunDirError, verify_checkpoint
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _checkpoint(run: RunDir, step: int, keep_last: int = 0) -> Path:
+    tmp = run.begin_checkpoint(step)
+    (tmp / "policy").mkdir()
+    (tmp / "policy" / "model.safetensors").write_bytes(os.urandom(4096))
+    (tmp / "learner.pt").write_bytes(os.urandom(512))
+    return run.commit_checkpoint(tmp, step, keep_last)
+
+
+def test_a_checkpoint_lists_every_file_with_its_size_and_hash(tmp_path):
+    checkpoint = _checkpoint(RunDir(tmp_path / "run"), 2)
+    manifest = json.loads((checkpoint / MANIFEST).read_text())
+    assert manifest["step"] == 2
+    assert set(manifest["files"]) == {"policy/model.safetensors", "learner.pt"}
+    assert (
+        manifest["files"]["learner.pt"]["size"] == 512
+        and len(manifest["files"]["learner.pt"]["sha256"]) == 64
+    )
+    assert verify_checkpoint(checkpoint) is None
+
+
+@pytest.mark.parametrize(
+    "damage, expected",
+    [
+        (
+            lambda c: (c / "policy" / "model.safetensors").write_bytes(b"x" * 100),
+            "has 100 bytes, 4096 were written",
+        ),
+        (lambda c: (c / "learner.pt").unlink(), "learner.pt is missing"),
+        (lambda c: (c / "learner.pt").write_bytes(b"\0" * 512), "learner.pt does not match the hash"),
+        (lambda c: (c / MANIFEST).write_text("{trunc"), "manifest.json is unreadable"),
+        (lambda c: (c / MANIFEST).unlink(), "no manifest.json and incomplete"),
+    ],
+)
+def test_a_damaged_checkpoint_says_what_is_wrong(tmp_path, damage, expected):
+    checkpoint = _checkpoint(RunDir(tmp_path / "run"), 2)
+    if expected.startswith("no manifest"):
+        (
+            checkpoint / "learner.pt"
+        ).unlink()  # a legacy (manifest-less) checkpoint is trusted only when complete
+    damage(checkpoint)
+    assert expected in verify_checkpoint(checkpoint)
+
+
+def test_the_newest_intact_checkpoint_is_found_behind_damaged_ones(tmp_path):
+    run = RunDir(tmp_path / "run")
+    for step in (2, 4, 6):
+        _checkpoint(run, step)
+    (run.checkpoint_dir(6) / "learner.pt").write_bytes(b"")  # truncated
+    (run.checkpoint_dir(4) / "policy" / "model.safetensors").unlink()
+    intact, damaged = run.latest_intact_checkpoint()
+    assert intact == run.checkpoint_dir(2)
+    assert [(p.name, why.split(" ")[0]) for p, why in damaged] == [
+        ("step_000006", "learner.pt"),
+        ("step_000004", "policy/model.safetensors"),
+    ]
+    for step in (2, 4, 6):
+        (run.checkpoint_dir(step) / "learner.pt").unlink()
+    assert run.latest_intact_checkpoint()[0] is None
+
+
+def test_a_checkpoint_interrupted_before_its_rename_is_not_listed(tmp_path):
+    run = RunDir(tmp_path / "run")
+    _checkpoint(run, 2)
+    tmp = run.begin_checkpoint(4)  # killed while writing step 4
+    (tmp / "learner.pt").write_bytes(b"half")
+    assert [p.name for p in run.list_checkpoints()] == ["step_000002"]
+
+
+def _holder(path: Path) -> subprocess.Popen:
+    """A second process that locks `path` and then sleeps."""
+    code = f"from results.rundir import RunDir; RunDir({str(path)!r}).lock(); print('locked', flush=True); " \
+           "import time; time.sleep(60)"  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_a_run_dir_is_held_by_one_process_and_freed_when_it_dies(tmp_path):
+    run = RunDir(tmp_path / "run")
+    proc = _holder(run.path)
+    try:
+        with pytest.raises(RunDirError, match=f"is in use by pid {proc.pid}"):
+            run.lock()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.time() + 5
+    while True:  # the kernel drops an flock with its holder, even on SIGKILL
+        try:
+            run.lock()
+            break
+        except RunDirError:
+            assert time.time() < deadline
+            time.sleep(0.05)
+    run.lock()  # a second lock in the holding process is a no-op
+    run.unlock()
+
+
+def test_torn_last_lines_are_ignored(tmp_path):
+    run = RunDir.create(tmp_path / "run", {"algo": "sao"}, {})
+    run.append_metrics({"step": 1, "loss": float("nan")})
+    run.append_event({"event": "resume", "from_step": 0})
+    with open(run.metrics_path, "a") as f:
+        f.write('{"step": 2, "lo')
+    with open(run.path / "events.jsonl", "a") as f:
+        f.write('{"ev')
+    assert run.read_metrics() == [{"step": 1, "loss": None}]
+    assert [e["event"] for e in run.read_events()] == ["resume"]
