@@ -62,9 +62,11 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     from benchmarks.base import BenchmarkDataError
     from benchmarks.registry import UnknownBenchmarkError
     from envs.registry import UnknownTaskError
+    from results.evals import EvalStoreError
     from results.rundir import RunDirError
 
-    return (UsageError, RegistryError, UnknownTaskError, UnknownBenchmarkError, BenchmarkDataError, RunDirError)
+    return (UsageError, RegistryError, UnknownTaskError, UnknownBenchmarkError, BenchmarkDataError, RunDirError,
+            EvalStoreError)  # fmt: skip
 
 
 if __name__ == "__main__":

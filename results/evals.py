@@ -52,3 +52,85 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
 def read_summary(path: str | Path) -> dict[str, Any]:
     """The summary of a `<bench>.summary.json` file."""
     return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+class EvalStoreError(ValueError):
+    """An evaluation that would overwrite a finished one of other settings (one-line message)."""
+
+
+class EvalStore:
+    """One benchmark's evaluation in a directory, written as it runs so that a kill loses nothing.
+
+    Records stream into `<bench>.partial.jsonl` (its first line holds the evaluation's
+    settings) as samples finish, synced to disk every `sync_every` records; `finish` writes the
+    final `<bench>.jsonl` and `<bench>.summary.json` and removes the partial file. Started again
+    with the same settings, an interrupted evaluation resumes where it stopped and a finished one
+    is returned as it is; a finished evaluation of other settings is only replaced with
+    `overwrite` (the settings: model, benchmark version, data hash, k, seed, sampling, limit).
+    """
+
+    def __init__(self, out_dir: str | Path, benchmark: str, overwrite: bool = False, sync_every: int = 32):
+        self.records_path, self.summary_path = eval_paths(out_dir, benchmark)
+        self.partial_path = self.records_path.with_name(f"{benchmark}.partial.jsonl")
+        self.overwrite, self.sync_every = overwrite, sync_every
+        self._file = None
+        self._unsynced = 0
+
+    def finished(self, settings: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+        """(records, summary) of a finished evaluation with these settings, None when there is
+        none; EvalStoreError when one of other settings exists and `overwrite` is off."""
+        if not (self.summary_path.exists() and self.records_path.exists()):
+            return None
+        summary = read_summary(self.summary_path)
+        if summary.get("settings") == dict(settings):
+            return read_records(self.records_path), summary
+        if not self.overwrite:
+            differ = sorted(k for k in settings if summary.get("settings", {}).get(k) != settings[k])
+            raise EvalStoreError(
+                f"{self.summary_path} holds a finished evaluation with other settings "
+                f"({', '.join(differ) or 'none recorded'}); pass --overwrite to replace it, or another --out"
+            )
+        return None
+
+    def resume(self, settings: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The records an interrupted evaluation with these settings already wrote (starting the
+        partial file afresh when there is none or its settings differ); then open it for `add`."""
+        done: list[dict[str, Any]] = []
+        if self.partial_path.exists():
+            rows = read_records(self.partial_path)
+            if rows and rows[0].get("settings") == dict(settings):
+                done = rows[1:]
+        self.partial_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.partial_path.with_name(self.partial_path.name + ".tmp")
+        lines = [{"settings": dict(settings)}, *done]
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in lines), "utf-8")
+        os.replace(tmp, self.partial_path)
+        self._file = self.partial_path.open("a", encoding="utf-8")
+        return done
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Append one finished sample's record (synced every `sync_every` records)."""
+        assert self._file is not None, "call resume() first"
+        self._file.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        self._unsynced += 1
+        if self._unsynced >= self.sync_every:
+            self._sync()
+
+    def _sync(self) -> None:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._unsynced = 0
+
+    def close(self) -> None:
+        """Sync and close the partial file (kept: a later start with the same settings resumes it)."""
+        if self._file is not None:
+            self._sync()
+            self._file.close()
+            self._file = None
+
+    def finish(self, records: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]) -> tuple[Path, Path]:
+        """Write the final record and summary files and remove the partial one."""
+        self.close()
+        paths = write_eval(self.records_path.parent, records, summary)
+        self.partial_path.unlink(missing_ok=True)
+        return paths

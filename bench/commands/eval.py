@@ -14,6 +14,7 @@ Without `--out` and a run directory, results go to `evals/<timestamp>/`.
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -63,27 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="torch",
         help="generation engine: torch (CPU or GPU) or vllm (GPU, gpu extra) (default: torch)",
     )
-    p.add_argument(
-        "--temperature",
-        type=float,
-        default=None,
-        metavar="T",
-        help="sampling temperature, 0 = greedy (default: the benchmark's, 1.0 for all built-in ones)",
-    )
-    p.add_argument(
-        "--top-p",
-        type=float,
-        default=None,
-        metavar="P",
-        help="nucleus sampling threshold in (0, 1] (default: the benchmark's, 1.0 for all built-in ones)",
-    )
-    p.add_argument(
-        "--max-new-tokens",
-        type=int,
-        default=None,
-        metavar="N",
-        help="generation budget per sample (default: the benchmark's; always capped by the model's context)",
-    )
+    add_sampling_arguments(p)
     p.add_argument(
         "--data",
         default=None,
@@ -105,7 +86,38 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="base seed; sample j of problem p uses derive_seed(seed, p, j) (default: 0)",
     )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a finished evaluation of other settings in --out (without it, that is refused; an "
+        "interrupted evaluation of the same settings always resumes where it stopped)",
+    )
     p.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
+
+
+def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
+    """`--temperature`, `--top-p` and `--max-new-tokens`: overrides of the benchmark's sampling."""
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        metavar="T",
+        help="sampling temperature, 0 = greedy (default: the benchmark's, 1.0 for all built-in ones)",
+    )
+    p.add_argument(
+        "--top-p",
+        type=float,
+        default=None,
+        metavar="P",
+        help="nucleus sampling threshold in (0, 1] (default: the benchmark's, 1.0 for all built-in ones)",
+    )
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help="generation budget per sample (default: the benchmark's; always capped by the model's context)",
+    )
 
 
 def _bench_names(value: str) -> list[str]:
@@ -126,14 +138,18 @@ def _check_options(args: argparse.Namespace, n_bench: int) -> None:
         raise UsageError(f"--k must be >= 1, got {args.k}")
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit must be >= 1, got {args.limit}")
-    if args.temperature is not None and args.temperature < 0:
-        raise UsageError(f"--temperature must be >= 0, got {args.temperature}")
+    if args.temperature is not None and not (math.isfinite(args.temperature) and args.temperature >= 0):
+        raise UsageError(f"--temperature must be a finite number >= 0, got {args.temperature}")
     if args.top_p is not None and not 0 < args.top_p <= 1:
         raise UsageError(f"--top-p must be in (0, 1], got {args.top_p}")
     if args.max_new_tokens is not None and args.max_new_tokens < 1:
         raise UsageError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
     if args.data is not None and n_bench != 1:
         raise UsageError(f"--data is only valid with a single --bench (got {n_bench} benchmarks)")
+    if args.out is not None:
+        from bench.train.start import check_out_dir
+
+        check_out_dir(args.out)
     if args.engine == "vllm":
         import importlib.util
 
@@ -196,9 +212,9 @@ def _print_breakdown(summary: dict[str, Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Handler of `bench eval`."""
     from bench.eval.checkpoints import load_for_eval, resolve_model, tiny_task
-    from bench.eval.evaluate import check_supported, evaluate
+    from bench.eval.evaluate import check_supported, eval_settings, evaluate, plan_eval
     from benchmarks import registry as bench_registry
-    from results.evals import write_eval
+    from results.evals import EvalStore, write_eval
 
     names = _bench_names(args.bench)
     _check_options(args, len(names))
@@ -213,7 +229,6 @@ def run(args: argparse.Namespace) -> int:
     source, run_dir = resolve_model(
         args.model, tiny_task(names) if args.model == "tiny" else "arith", progress=not args.no_progress
     )
-    model, tokenizer = load_for_eval(source, args.engine, not args.no_progress)
     if args.out is not None:
         out = Path(args.out)
     elif run_dir is not None:
@@ -222,23 +237,30 @@ def run(args: argparse.Namespace) -> int:
         out = Path("evals") / time.strftime("%Y%m%d-%H%M%S")
     model_id = str(Path(source).resolve()) if Path(source).is_dir() else source
     sampling = {"temperature": args.temperature, "top_p": args.top_p, "max_new_tokens": args.max_new_tokens}
+    stores = {spec.name: EvalStore(out, spec.name, overwrite=args.overwrite) for spec in specs}
+    finished = 0
+    for spec in specs:  # a finished evaluation of other settings in --out: refused before the model loads
+        k, params, _, _ = plan_eval(spec, args.k, args.limit, sampling, problems[spec.name], args.data)
+        settings = eval_settings(
+            spec, problems[spec.name], params, k, args.limit, args.engine, args.seed, model_id
+        )
+        if stores[spec.name].finished(settings) is not None:
+            print(f"{spec.name}: a finished evaluation with these settings is in {out}; kept as it is")
+            finished += 1
+    no_model = (None, None)  # every evaluation is finished: nothing to generate
+    model, tokenizer = (
+        no_model if finished == len(specs) else load_for_eval(source, args.engine, not args.no_progress)
+    )
 
     summaries, paths = [], []
     for spec in specs:
-        result = evaluate(
-            model,
-            tokenizer,
-            spec,
-            k=args.k,
-            limit=args.limit,
-            data_path=args.data,
-            sampling=sampling,
-            engine=args.engine,
-            seed=args.seed,
-            progress=not args.no_progress,
-            problems=problems[spec.name],
-            model_id=model_id,
-        )
+        result = evaluate(model, tokenizer, spec, k=args.k, limit=args.limit, data_path=args.data,
+                          sampling=sampling, engine=args.engine, seed=args.seed, progress=not args.no_progress,
+                          problems=problems[spec.name], model_id=model_id, store=stores[spec.name])  # fmt: skip
+        if result.summary.get("resumed_samples"):
+            print(
+                f"{spec.name}: resumed an interrupted evaluation ({result.summary['resumed_samples']} samples kept)"
+            )
         if spec.name in SWE_BENCHMARKS:
             _swe_outputs(spec.name, result, out, model_id, args.data)
         paths.append(write_eval(out, result.records, result.summary))

@@ -14,7 +14,7 @@ carry the turns, the reward, the observation tokens and the env's info.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from bench.engines import make_engine
@@ -43,45 +43,57 @@ def play_samples(
     seed: int,
     slots: int,
     progress: bool,
+    skip: Collection[tuple[str, int]] = (),
+    on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """One record per (problem, sample), in problem order: episodes of `task` for the problems
-    of benchmark `spec`, on `engine` (a name: built here and closed; an idle Engine: reused)."""
+    """One record per (problem, sample) played, in problem order: episodes of `task` for the
+    problems of benchmark `spec`, on `engine` (a name: built here and closed; an idle Engine:
+    reused). Samples whose (problem key, sample index) is in `skip` are not played (an
+    interrupted evaluation's finished ones); `on_record` receives each record as soon as its
+    episode ends, so a caller can store it before the others finish."""
     owned = isinstance(engine, str)
     was_training = bool(getattr(model, "training", False))
     eng: Engine = make_engine(engine, model, tokenizer, max_batch_size=slots) if owned else engine  # type: ignore[arg-type]
     if not owned and eng.has_work():
         raise RuntimeError("evaluate() needs an idle engine; other requests are in flight")
-    context = int(getattr(getattr(model, "config", None), "max_position_embeddings", 0) or 0) or DEFAULT_CONTEXT
+    context = (
+        int(getattr(getattr(model, "config", None), "max_position_embeddings", 0) or 0) or DEFAULT_CONTEXT
+    )
     # a graded (single-turn) sample's only turn samples with the sample's seed itself, so its
     # records keep the seeds, and the completions, of every earlier evaluation of it
     single_turn = spec.grader is not None
     worker = EngineWorker(eng)
     try:
-        played = asyncio.run(_play_all(worker, tokenizer, task, problems, k, params, seed, slots, context,
-                                       single_turn, progress, f"eval {spec.name}"))  # fmt: skip
+        todo = [(i, j) for i in range(len(problems)) for j in range(k) if (problems[i].key, j) not in skip]
+
+        def record(i: int, j: int, traj: Trajectory) -> dict[str, Any]:
+            row = sample_record(spec, problems[i], j, derive_seed(seed, problems[i].key, j), traj, tokenizer)
+            if on_record is not None:
+                on_record(row)
+            return row
+
+        return asyncio.run(_play_all(worker, tokenizer, task, problems, todo, params, seed, slots, context,
+                                     single_turn, record, progress, f"eval {spec.name}"))  # fmt: skip
     finally:
         worker.close()
         if owned:
             eng.close()
         if hasattr(model, "train"):
             model.train(was_training)
-    return [
-        sample_record(spec, problems[i], j, derive_seed(seed, problems[i].key, j), traj, tokenizer)
-        for (i, j), traj in played
-    ]
 
 
-async def _play_all(worker, tokenizer, task, problems, k, params, seed, slots, context, single_turn, progress,
-                    desc) -> list[tuple[tuple[int, int], Trajectory]]:  # fmt: skip
-    """Play every (problem, sample) episode, at most `slots` at a time."""
+async def _play_all(worker, tokenizer, task, problems, todo, params, seed, slots, context, single_turn, record,
+                    progress, desc) -> list[dict[str, Any]]:  # fmt: skip
+    """Play the (problem index, sample index) episodes of `todo`, at most `slots` at a time;
+    their records (`record(i, j, trajectory)`) in `todo`'s order."""
     gate = asyncio.Semaphore(slots)
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(problems) * k, desc=desc, unit="sample", dynamic_ncols=True)
+        bar = tqdm(total=len(todo), desc=desc, unit="sample", dynamic_ncols=True)
 
-    async def one(i: int, j: int) -> tuple[tuple[int, int], Trajectory]:
+    async def one(i: int, j: int) -> dict[str, Any]:
         problem = problems[i]
         sample_seed = derive_seed(seed, problem.key, j)
         async with gate:
@@ -89,12 +101,13 @@ async def _play_all(worker, tokenizer, task, problems, k, params, seed, slots, c
                 worker, tokenizer, task.make_env(problem), params, sample_seed, task.max_turns, context,
                 problem.key, group_id=i, seed_of_turn=(lambda turn: sample_seed) if single_turn else None,
             )  # fmt: skip
+        row = record(i, j, traj)
         if bar is not None:
             bar.update(1)
-        return (i, j), traj
+        return row
 
     try:
-        return await asyncio.gather(*(one(i, j) for i in range(len(problems)) for j in range(k)))
+        return await asyncio.gather(*(one(i, j) for i, j in todo))
     finally:
         if bar is not None:
             bar.close()

@@ -21,10 +21,16 @@ multi-turn one (agent, SWE) is an episode of its `episode_task`, graded by the t
 - at most `engine_slots` episodes run at once, through the engine protocol (`bench.engines`).
 
 Scores: `benchmarks.scoring` (avg@k, pass@k, confidence intervals, breakdowns).
+
+With a `results.evals.EvalStore` (as `bench eval` passes), every record is stored as its
+sample finishes; an evaluation killed midway resumes from the stored samples when started again
+with the same `eval_settings`, and since a sample's seed depends only on (seed, problem,
+sample index), the resumed evaluation's records equal an uninterrupted one's.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,9 +40,10 @@ from typing import Any
 from bench.engines.base import Engine, SamplingParams
 from bench.errors import UsageError
 from bench.eval.episodes import play_samples
-from benchmarks.base import BenchmarkSpec, GradedTask
+from benchmarks.base import BenchmarkSpec, GradedTask, data_hash
 from benchmarks.scoring import summarize
 from envs.base import Problem
+from results.evals import EvalStore
 
 SAMPLING_KEYS = ("temperature", "top_p", "max_new_tokens")
 """Sampling settings a caller may override; the rest of `spec.sampling` (`k`) is an argument."""
@@ -96,8 +103,8 @@ def resolve_sampling(
         float(values["top_p"]),
         values["max_new_tokens"],
     )
-    if temperature < 0:
-        raise UsageError(f"temperature must be >= 0, got {temperature}")
+    if not (math.isfinite(temperature) and temperature >= 0):
+        raise UsageError(f"temperature must be a finite number >= 0, got {temperature}")
     if not 0 < top_p <= 1:
         raise UsageError(f"top_p must be in (0, 1], got {top_p}")
     if int(max_new) != max_new or max_new < 1:
@@ -120,6 +127,7 @@ def evaluate(
     engine_slots: int = 64,
     problems: Sequence[Problem] | None = None,
     model_id: str | None = None,
+    store: EvalStore | None = None,
 ) -> EvalResult:
     """Sample `k` completions for each problem of `spec`, grade them and summarise (module docstring).
 
@@ -131,35 +139,107 @@ def evaluate(
       idle `Engine` to reuse (left open). The model's train/eval mode is restored on return.
     - `model_id`: what to record as the model in provenance (default: the model's
       `name_or_path`).
+    - `store`: where records stream to as they finish (module docstring); a finished
+      evaluation of the same settings in it is returned without generating anything.
 
     Raises EvalNotImplementedError (no grader and no episode task), BenchmarkDataError (data unavailable or
     malformed) and UsageError (bad settings) before generating anything.
     """
+    if engine_slots < 1:
+        raise UsageError(f"engine_slots must be >= 1, got {engine_slots}")
+    k, params, problems, task = plan_eval(spec, k, limit, sampling, problems, data_path)
+
+    engine_name = engine if isinstance(engine, str) else type(engine).__name__
+    model_id = model_id or _model_name(model)
+    settings = eval_settings(spec, problems, params, k, limit, engine_name, seed, model_id)
+    done: list[dict[str, Any]] = []
+    if store is not None:
+        finished = store.finished(settings)
+        if finished is not None:
+            return EvalResult(records=finished[0], summary=finished[1], problems=problems)
+        done = store.resume(settings)
+    start = time.perf_counter()
+    try:
+        played = play_samples(model, tokenizer, spec, task, problems, k, params, engine, seed, engine_slots, progress,
+                              skip={(r["problem_id"], r["sample_index"]) for r in done},
+                              on_record=store.add if store is not None else None)  # fmt: skip
+    finally:
+        if store is not None:
+            store.close()
+    wall = time.perf_counter() - start
+    order = {p.key: i for i, p in enumerate(problems)}
+    records = sorted([*done, *played], key=lambda r: (order[r["problem_id"]], r["sample_index"]))
+    provenance = _provenance(spec, problems, data_path, params, k, limit, engine_name, seed, model, model_id)
+    if spec.episode_task is not None:
+        provenance["episode_task"] = {"name": task.name, "max_turns": task.max_turns}
+    summary = summarize(records, spec, k, provenance, seed=seed, wall_seconds=wall, problems=problems)
+    summary["settings"] = settings
+    summary["resumed_samples"] = len(done)
+    if store is not None:
+        store.finish(records, summary)
+    return EvalResult(records=records, summary=summary, problems=problems)
+
+
+def plan_eval(
+    spec: BenchmarkSpec,
+    k: int | None,
+    limit: int | None,
+    sampling: Mapping[str, Any] | SamplingParams | None,
+    problems: Sequence[Problem] | None = None,
+    data_path: str | Path | None = None,
+) -> tuple[int, SamplingParams, list[Problem], Any]:
+    """(k, sampling, problems, episode task) of an evaluation, checked (see `evaluate`'s
+    arguments); UsageError / EvalNotImplementedError / BenchmarkDataError before any work."""
     check_supported(spec)
     k = spec.sampling.k if k is None else k
     if not isinstance(k, int) or k < 1:
         raise UsageError(f"k must be an integer >= 1, got {k}")
     if limit is not None and limit < 1:
         raise UsageError(f"limit must be >= 1, got {limit}")
-    if engine_slots < 1:
-        raise UsageError(f"engine_slots must be >= 1, got {engine_slots}")
     params = resolve_sampling(spec, sampling)
     problems = list(spec.load(data_path, limit) if problems is None else problems)
     if not problems:
         raise UsageError(f"benchmark '{spec.name}': no problems to evaluate")
     task = spec.episode_task(problems) if spec.episode_task is not None else GradedTask(spec)
-    params = replace(params, stop=tuple(dict.fromkeys((*params.stop, *task.stop))))
+    return k, replace(params, stop=tuple(dict.fromkeys((*params.stop, *task.stop)))), problems, task
 
-    start = time.perf_counter()
-    records = play_samples(model, tokenizer, spec, task, problems, k, params, engine, seed, engine_slots,
-                           progress)  # fmt: skip
-    wall = time.perf_counter() - start
-    engine_name = engine if isinstance(engine, str) else type(engine).__name__
-    provenance = _provenance(spec, problems, data_path, params, k, limit, engine_name, seed, model, model_id)
-    if spec.episode_task is not None:
-        provenance["episode_task"] = {"name": task.name, "max_turns": task.max_turns}
-    summary = summarize(records, spec, k, provenance, seed=seed, wall_seconds=wall, problems=problems)
-    return EvalResult(records=records, summary=summary, problems=problems)
+
+def eval_settings(
+    spec: BenchmarkSpec,
+    problems: Sequence[Problem],
+    params: SamplingParams,
+    k: int,
+    limit: int | None,
+    engine: str,
+    seed: int,
+    model_id: str | None,
+) -> dict[str, Any]:
+    """What makes two evaluations the same one: model, benchmark version and data, k, seed,
+    sampling, limit and engine. An interrupted evaluation resumes only under equal settings,
+    and a finished one is only replaced under other settings with `--overwrite`."""
+    return {
+        "model": model_id,
+        "benchmark": spec.name,
+        "version": spec.version,
+        "data_hash": data_hash(problems),
+        "k": k,
+        "seed": seed,
+        "sampling": {
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_new_tokens": params.max_new_tokens,
+            "stop": list(params.stop),
+        },  # fmt: skip
+        "limit": limit,
+        "engine": engine,
+    }
+
+
+def _model_name(model: Any) -> str | None:
+    """The model's `name_or_path` (its directory or hub id), as transformers records it."""
+    return getattr(model, "name_or_path", None) or getattr(
+        getattr(model, "config", None), "_name_or_path", None
+    )
 
 
 def _provenance(
@@ -178,10 +258,6 @@ def _provenance(
     from bench.provenance import environment_info
 
     env = environment_info(seed)
-    if model_id is None:
-        model_id = getattr(model, "name_or_path", None) or getattr(
-            getattr(model, "config", None), "_name_or_path", None
-        )
     return {
         **spec.provenance(problems, data_path),
         "limit": limit,
