@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import tomllib
 import types
 import typing
@@ -52,7 +53,9 @@ class RunConfig:
         default="async",
     )
     engine: str = doc(
-        "rollout engine: torch (CPU/GPU) or vllm (GPU, the gpu extra)", flag="--engine", choices=ENGINE_NAMES,
+        "rollout engine: torch (CPU/GPU) or vllm (GPU, the gpu extra)",
+        flag="--engine",
+        choices=ENGINE_NAMES,
         default="torch",
     )
     engine_process: bool = doc(
@@ -229,7 +232,9 @@ def build_config(*layers: dict[str, Any]) -> RunConfig:
     for layer in layers:
         for key, value in layer.items():
             if key not in fields:
-                raise UsageError(f"unknown config field {key!r}{did_you_mean(key, fields)}; valid fields: {', '.join(fields)}")
+                raise UsageError(
+                    f"unknown config field {key!r}{did_you_mean(key, fields)}; valid fields: {', '.join(fields)}"
+                )
             if key in ("algo_args", "task_args"):
                 merged.setdefault(key, {}).update(value)
             elif value is not None:
@@ -269,10 +274,28 @@ def coerce_task_args(task: str, task_args: dict[str, Any]) -> dict[str, Any]:
     except (NameError, TypeError):  # an annotation that cannot be resolved: no conversion
         hints = {}
     hints.pop("return", None)  # the only annotation that is not a parameter
+    _check_task_arg_names(task, task_registry.get(task), task_args)
     return {
         key: _coerce(f"task.{key}", value, hints[key]) if key in hints else value
         for key, value in task_args.items()
     }
+
+
+def _check_task_arg_names(task: str, cls: type, task_args: dict[str, Any]) -> None:
+    """An argument the task's constructor does not take: a one-line UsageError with a
+    did-you-mean and the valid arguments (constructors taking **kwargs accept anything)."""
+    import inspect
+
+    params = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    valid = [name for name in params if name != "self"]
+    for key in task_args:
+        if key not in valid:
+            raise UsageError(
+                f"task.{key}: unknown argument of task {task!r}{did_you_mean(key, valid)}; "
+                f"valid arguments: {', '.join(valid) or 'none'}"
+            )
 
 
 def validate(config: RunConfig) -> None:
@@ -302,8 +325,18 @@ def validate(config: RunConfig) -> None:
             raise UsageError(f"{name}: must be >= 0, got {getattr(config, name)}")
     if config.eval_every and not config.eval_bench:
         raise UsageError("eval_every is set but eval_bench is empty; name benchmarks with --eval-bench")
+    for name in ("temperature", "top_p", "grad_clip", "policy_lr", "critic_lr", "max_minutes"):
+        value = getattr(config, name)
+        if value is not None and not math.isfinite(value):
+            raise UsageError(f"{name}: must be a finite number, got {value}")
+    for name in ("policy_lr", "critic_lr", "grad_clip", "max_minutes"):
+        if getattr(config, name) is not None and getattr(config, name) <= 0:
+            raise UsageError(f"{name}: must be > 0, got {getattr(config, name)}")
     if not 0 < config.top_p <= 1 or config.temperature < 0:
-        raise UsageError("top_p must be in (0, 1] and temperature >= 0")
+        raise UsageError(
+            f"top_p must be in (0, 1] and temperature >= 0, got {config.top_p} and {config.temperature}"
+        )
+    check_model_spec(config.model)
     task_registry.make(config.task, **config.task_args)  # bad task arguments fail before a run dir exists
     algo = make_algorithm(config)
     if config.trajectories_per_step % algo.group_size:
@@ -311,6 +344,19 @@ def validate(config: RunConfig) -> None:
             f"trajectories_per_step={config.trajectories_per_step} is not a multiple of "
             f"{config.algo}'s rollouts per prompt ({algo.group_size})"
         )
+
+
+def check_model_spec(spec: str) -> None:
+    """A model spec that names a local path which does not exist: a one-line UsageError before
+    any directory is made or any model loaded (hub ids and built-in names pass)."""
+    from bench.models.offline import OFFLINE_MODELS
+
+    if spec == "tiny" or spec in OFFLINE_MODELS:
+        return
+    looks_local = spec.startswith(("/", "./", "../", "~")) or spec.count("/") > 1
+    if looks_local and not Path(spec).expanduser().is_dir():
+        raise UsageError(f"model directory not found: {spec} (valid: tiny, {', '.join(OFFLINE_MODELS)}, a "
+                         "local transformers directory or a hub id)")  # fmt: skip
 
 
 def make_algorithm(config: RunConfig):

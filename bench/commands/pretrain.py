@@ -43,6 +43,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "and loss in float32; faster on CPUs with bfloat16 instructions, but arith's bf16 base "
         "gained less from RL (REPRODUCE.md); a non-default value needs --out (default: fp32)",
     )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="task.KEY=VALUE",
+        help="a task argument, as for bench run (e.g. --set task.data=PATH for --task math); repeatable",
+    )
     p.add_argument("--out", default=None, help="write the checkpoint here instead of the cache")
     p.add_argument("--force", action="store_true", help="rebuild even if the cached checkpoint exists")
 
@@ -52,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from envs import registry as task_registry
 
     task_registry.check(args.task)
+    task_args = _task_args(args.task, args.set)
     tiny = recipe_for(args.task)
     recipe = {
         "--steps": (args.steps, tiny.pretrain_steps),
@@ -67,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             )
     from bench.models.cache import base_checkpoint_path
 
-    out = Path(args.out) if args.out else base_checkpoint_path(args.task, {}, args.seed)
+    out = Path(args.out) if args.out else base_checkpoint_path(args.task, task_args, args.seed)
     if (out / "config.json").exists() and not args.force:
         print(f"base checkpoint already exists: {out} (use --force to rebuild)")
         return 0
@@ -75,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     info = pretrain(
         args.task,
-        {},
+        task_args,
         seed=args.seed,
         out=out,
         steps=args.steps,
@@ -84,3 +92,21 @@ def run(args: argparse.Namespace) -> int:
     )
     print(json.dumps({**info, "path": str(out)}, indent=2))
     return 0
+
+
+def _task_args(task: str, items: list[str]) -> dict:
+    """The `--set task.KEY=VALUE` options as the task's constructor arguments, checked by
+    building the task once (a bad key or value is a one-line UsageError before any training)."""
+    from bench.config import coerce_task_args, parse_set_options
+    from envs import registry as task_registry
+
+    layer = parse_set_options(items)
+    other = sorted(k for k in layer if k != "task_args")
+    if other:
+        raise UsageError(f"bench pretrain --set takes only task.KEY=VALUE, got {other[0]!r}")
+    task_args = coerce_task_args(task, layer.get("task_args", {}))
+    try:
+        task_registry.make(task, **task_args)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return task_args

@@ -95,31 +95,7 @@ def test_cli_run_writes_a_complete_run_dir(base_checkpoint, tmp_path):
     assert summary["policy_lr"] == 1e-3 and summary["critic_lr"] is None  # the rate used; no critic
 
 
-@pytest.mark.parametrize(
-    "args, expected",
-    [
-        (["--algo", "grp"], "did you mean 'grpo'?"),
-        (["--task", "arit"], "did you mean 'arith'?"),
-        (["--mode", "fast"], "invalid choice: 'fast'"),
-        (["--set", "trajectories_per_step=abc"], "trajectories_per_step: expected int"),
-        (["--set", "algo.eps_hgh=1"], "algo.eps_hgh: unknown field of sao (did you mean 'eps_high'?); valid fields:"),
-        (["--set", "stale_policy=keep"], "stale_policy: invalid value 'keep'; valid choices: drop, requeue"),
-        (
-            ["--set", "trajectories_per_step=12", "--algo", "grpo"],
-            "not a multiple of grpo's rollouts per prompt (8)",
-        ),
-        (["--model", "/no/such/dir"], "not found"),
-        (["--preset", "nope"], "unknown preset 'nope' for sao; valid presets:"),
-        (["--task", "drift", "--set", "task.cycle=maybe"], "task.cycle: expected true or false, got 'maybe'"),
-        (["--set", "task.max_operands=lots"], "task.max_operands: expected int, got 'lots'"),
-    ],
-)
-def test_bad_input_is_one_line_exit_2(args, expected, tmp_path):
-    res = bench("run", "--out", str(tmp_path / "r"), "--no-progress", *args)
-    assert res.returncode == 2, (res.stdout, res.stderr)
-    lines = [line for line in res.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
-    assert expected in lines[0]
+# bad input of `bench run`: tests/integration/test_bad_input.py (every command's, in one table)
 
 
 def _assert_no_process_mentions(text: str, within_s: float) -> None:

@@ -1,0 +1,119 @@
+"""Every command's bad input in one table: a one-line `bench: error: ...`, exit code 2, no
+traceback, in seconds (before any model loads or any run dir is made).
+
+`{file}` is an existing regular file, `{run}` a run directory (config.json, never trained),
+`{locked}` a run directory that this test process holds the lock of, `{empty}` an empty
+directory and `{finished}` an eval dir holding a finished `arith` evaluation of other settings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from results.rundir import RunDir
+
+REPO = Path(__file__).resolve().parents[2]
+
+RUN = [
+    (["--algo", "grp"], "did you mean 'grpo'?"),
+    (["--task", "arit"], "did you mean 'arith'?"),
+    (["--mode", "fast"], "invalid choice: 'fast'"),
+    (["--set", "trajectories_per_step=abc"], "trajectories_per_step: expected int"),
+    (["--set", "algo.eps_hgh=1"], "algo.eps_hgh: unknown field of sao (did you mean 'eps_high'?); valid fields:"),
+    (["--set", "stale_policy=keep"], "stale_policy: invalid value 'keep'; valid choices: drop, requeue"),
+    (["--set", "trajectories_per_step=12", "--algo", "grpo"], "not a multiple of grpo's rollouts per prompt (8)"),
+    (["--model", "/no/such/dir"], "not found"),
+    (["--preset", "nope"], "unknown preset 'nope' for sao; valid presets:"),
+    (["--task", "drift", "--set", "task.cycle=maybe"], "task.cycle: expected true or false, got 'maybe'"),
+    (["--set", "task.max_operands=lots"], "task.max_operands: expected int, got 'lots'"),
+    (["--set", "task.max_operand=3"], "task.max_operand: unknown argument of task 'arith' (did you mean "
+     "'max_operands'?); valid arguments: demo_error_rate, max_operands"),
+    (["--set", "task.nosuch=1"], "task.nosuch: unknown argument of task 'arith'; valid arguments:"),
+    (["--set", "policy_lr=-1"], "policy_lr: must be > 0, got -1.0"),
+    (["--set", "temperature=nan"], "temperature: must be a finite number, got nan"),
+    (["--set", "top_p=inf"], "top_p: must be a finite number, got inf"),
+    (["--out", "{file}"], "not a directory; name a new directory"),
+    (["--out", "{file}/sub"], "is a file); name a new directory"),
+    (["--resume", "{run}", "--set", "policy_lr=0.5"], "policy_lr would change from 0.0001 to 0.5"),
+    (["--resume", "{run}", "--set", "trajectories_per_step=16"], "trajectories_per_step would change from 64 to 16"),
+    (["--resume", "{run}", "--algo", "grpo"], "algo would change from 'sao' to 'grpo'"),
+    (["--resume", "{run}", "--out", "{empty}/x"], "--resume continues the run in its own directory; drop --out"),
+    (["--resume", "{empty}"], "not a run directory (no config.json)"),
+    (["--resume", "{locked}"], "is in use by pid"),
+]  # fmt: skip
+
+EVAL = [
+    (["--model", "tiny", "--bench", "arith", "--temperature", "nan"], "--temperature must be a finite number >= 0"),
+    (["--model", "tiny", "--bench", "arith", "--temperature", "-1"], "--temperature must be a finite number >= 0"),
+    (["--model", "tiny", "--bench", "arith", "--top-p", "0"], "--top-p must be in (0, 1]"),
+    (["--model", "tiny", "--bench", "arith", "--k", "0"], "--k must be >= 1"),
+    (["--model", "tiny", "--bench", "arith", "--limit", "0"], "--limit must be >= 1"),
+    (["--model", "tiny", "--bench", "aime2025"], "did you mean"),
+    (["--model", "tiny", "--bench", "arith,gsm8k", "--data", "{file}"], "--data is only valid with a single --bench"),
+    (["--model", "tiny", "--bench", "arith", "--out", "{file}"], "not a directory; name a new directory"),
+    (["--model", "tiny", "--bench", "arith", "--out", "{file}/sub"], "is a file); name a new directory"),
+    (["--model", "{empty}", "--bench", "arith", "--limit", "3", "--out", "{finished}"],
+     "holds a finished evaluation with other settings (benchmark, data_hash"),
+]  # fmt: skip
+
+PRETRAIN = [
+    (["--task", "arit"], "did you mean 'arith'?"),
+    (["--task", "math"], "task 'math' needs --set task.data=PATH"),
+    (["--task", "arith", "--set", "steps=3"], "bench pretrain --set takes only task.KEY=VALUE, got 'steps'"),
+    (["--task", "arith", "--set", "task.nosuch=1"], "task.nosuch: unknown argument of task 'arith'"),
+    (["--task", "arith", "--steps", "5"], "--steps other than the arith recipe's 1000 needs --out DIR"),
+    (["--task", "arith", "--steps", "0", "--out", "{empty}/b"], "--steps must be >= 1"),
+]  # fmt: skip
+
+CASES = [("run", *c) for c in RUN] + [("eval", *c) for c in EVAL] + [("pretrain", *c) for c in PRETRAIN]
+
+
+@pytest.fixture(scope="module")
+def places(tmp_path_factory):
+    """The paths the table's placeholders stand for (module docstring)."""
+    root = tmp_path_factory.mktemp("bad-input")
+    (root / "file").write_text("not a directory")
+    (root / "empty").mkdir()
+    config = {"algo": "sao", "task": "arith", "seed": 0, "policy_lr": 1e-4, "trajectories_per_step": 64}
+    for name in ("run", "locked"):
+        RunDir.create(root / name, _full_config(config), {})
+    RunDir(root / "locked").lock()  # held by this process until the module's tests end
+    finished = root / "finished"
+    finished.mkdir()
+    (finished / "arith.jsonl").write_text("{}\n")
+    (finished / "arith.summary.json").write_text(json.dumps({"benchmark": "arith", "settings": {"k": 99}}))
+    yield {name: str(root / name) for name in ("file", "empty", "run", "locked", "finished")}
+    RunDir(root / "locked").unlock()
+
+
+def _full_config(overrides: dict) -> dict:
+    """A complete resolved config, as `bench run` writes it to config.json."""
+    from bench.config import build_config
+
+    return build_config(overrides).to_dict()
+
+
+@pytest.mark.parametrize("command, args, expected", CASES, ids=[f"{c[0]} {' '.join(c[1])}" for c in CASES])
+def test_bad_input_is_one_line_exit_2_in_seconds(command, args, expected, places, tmp_path):
+    args = [a.format(**places) for a in args]
+    if command == "run" and "--resume" not in args and "--out" not in args:
+        args += ["--out", str(tmp_path / "r")]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "BENCH_CACHE_DIR": str(tmp_path / "cache")}  # empty: no base
+    quiet = [] if command == "pretrain" else ["--no-progress"]
+    res = subprocess.run([sys.executable, "-m", "bench.cli", command, *args, *quiet],
+                         capture_output=True, text=True, cwd=REPO, env=env, timeout=120)  # fmt: skip
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("bench: error: ") and "Traceback" not in res.stderr, (
+        res.stderr
+    )
+    assert expected in lines[0]
+    # before expensive work: no run dir, no base checkpoint
+    assert not (tmp_path / "r").exists(), "a run dir was made before the input was checked"
+    assert not (tmp_path / "cache").exists(), "a base checkpoint was made before the input was checked"
