@@ -9,9 +9,7 @@ before any model is loaded, with one line naming the field and the valid choices
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
-import tomllib
 import types
 import typing
 from dataclasses import dataclass
@@ -19,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from algorithms.fields import doc
+from bench.config_values import coerce_value, did_you_mean
 from bench.engines.base import ENGINE_NAMES
 from bench.errors import UsageError
 
@@ -43,6 +42,16 @@ class RunConfig:
     max_minutes: float | None = doc(
         "stop after the first step that ends past this many minutes of training (a wall-clock budget; "
         "the final checkpoint is still written)",
+        default=None,
+    )
+    max_trajectories: int | None = doc(
+        "stop after the first step at which the learner has trained on this many trajectories in all "
+        "(a trajectory budget, as `bench compare --budget trajectories=N` sets; the final checkpoint is written)",
+        default=None,
+    )
+    max_tokens: int | None = doc(
+        "stop after the first step at which this many tokens have been generated in all, counting those of "
+        "trajectories dropped as stale or filtered (a token budget; the final checkpoint is written)",
         default=None,
     )
     seed: int = doc("seed of everything (model init, sampling, problem draws)", flag="--seed", default=0)
@@ -121,6 +130,11 @@ class RunConfig:
         "problems per in-training evaluation (default: all)", flag="--eval-limit", default=None
     )
     eval_k: int = doc("samples per problem in in-training evaluation", default=1)
+    eval_seed: int | None = doc(
+        "base seed of in-training evaluation samples (default: the run's seed); one value for every run "
+        "of a comparison pairs their samples",
+        default=None,
+    )
     algo_preset: str | None = doc(
         "named preset of the algorithm (e.g. sao: math, coding; ppo: vapo)", flag="--preset", default=None
     )
@@ -150,81 +164,6 @@ def flag_fields() -> list[dict[str, Any]]:
     return out
 
 
-def did_you_mean(name: str, valid: typing.Iterable[str]) -> str:
-    """The hint ` (did you mean 'x'?)` for the valid name closest to `name`; "" when none is close."""
-    close = difflib.get_close_matches(name, list(valid), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _coerce(name: str, raw: Any, annotation: Any) -> Any:
-    """Convert a CLI/TOML value to the field's type, or raise a one-line UsageError."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        options = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if raw is None or (isinstance(raw, str) and raw.lower() in ("none", "null")):
-            return None
-        return _coerce(name, raw, options[0])
-    if annotation is bool:
-        if isinstance(raw, bool):
-            return raw
-        if str(raw).lower() in ("1", "true", "yes", "on"):
-            return True
-        if str(raw).lower() in ("0", "false", "no", "off"):
-            return False
-        raise UsageError(f"{name}: expected true or false, got {raw!r}")
-    if annotation in (int, float):
-        try:
-            value = annotation(raw)
-        except (TypeError, ValueError):
-            raise UsageError(f"{name}: expected {annotation.__name__}, got {raw!r}") from None
-        if annotation is int and isinstance(raw, float) and raw != int(raw):
-            raise UsageError(f"{name}: expected int, got {raw!r}")
-        return value
-    if annotation is str:
-        return str(raw)
-    return raw
-
-
-def _parse_value(text: str) -> Any:
-    """Parse a `--set` value with TOML rules where possible (numbers, bools), else a string."""
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
-def parse_set_options(items: list[str]) -> dict[str, Any]:
-    """Turn `["algo.eps_high=4", "steps=10"]` into a nested override dict."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--set expects KEY=VALUE, got {item!r}")
-        section, dot, sub = key.partition(".")
-        if dot and section in ("algo", "task"):
-            out.setdefault(f"{section}_args", {})[sub] = _parse_value(value)
-        elif dot:
-            raise UsageError(f"--set {key}: only 'algo.' and 'task.' keys are nested")
-        else:
-            out[key] = _parse_value(value)
-    return out
-
-
-def load_toml(path: str | Path) -> dict[str, Any]:
-    """Read a run config TOML file (`[algo]` and `[task]` tables become algo_args/task_args)."""
-    path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"--config: file not found: {path}")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"--config {path}: invalid TOML: {exc}") from None
-    for section in ("algo", "task"):
-        if isinstance(data.get(section), dict):
-            data[f"{section}_args"] = data.pop(section)
-    return data
-
-
 def build_config(*layers: dict[str, Any]) -> RunConfig:
     """Merge override layers (later wins; algo_args/task_args merge key by key) and validate."""
     fields = typing.get_type_hints(RunConfig)
@@ -238,7 +177,7 @@ def build_config(*layers: dict[str, Any]) -> RunConfig:
             if key in ("algo_args", "task_args"):
                 merged.setdefault(key, {}).update(value)
             elif value is not None:
-                merged[key] = _coerce(key, value, fields[key])
+                merged[key] = coerce_value(key, value, fields[key])
     config = RunConfig(**merged)
     check_names(config)  # before anything imports a task, an algorithm or torch
     config = dataclasses.replace(config, task_args=coerce_task_args(config.task, config.task_args))
@@ -263,7 +202,7 @@ def coerce_task_args(task: str, task_args: dict[str, Any]) -> dict[str, Any]:
     """`task_args` converted to the types of the task constructor's annotated parameters.
 
     `--set task.X=V` values arrive as TOML parsed them (`False` stays the string "False"), so
-    each argument the constructor annotates goes through `_coerce`, as algorithm fields do: a
+    each argument the constructor annotates goes through `coerce_value`, as algorithm fields do: a
     bad value is a one-line error naming `task.X`. Arguments the constructor does not name are
     passed on unchanged, for the constructor to reject with the task's own message.
     """
@@ -276,7 +215,7 @@ def coerce_task_args(task: str, task_args: dict[str, Any]) -> dict[str, Any]:
     hints.pop("return", None)  # the only annotation that is not a parameter
     _check_task_arg_names(task, task_registry.get(task), task_args)
     return {
-        key: _coerce(f"task.{key}", value, hints[key]) if key in hints else value
+        key: coerce_value(f"task.{key}", value, hints[key]) if key in hints else value
         for key, value in task_args.items()
     }
 
@@ -329,6 +268,9 @@ def validate(config: RunConfig) -> None:
         value = getattr(config, name)
         if value is not None and not math.isfinite(value):
             raise UsageError(f"{name}: must be a finite number, got {value}")
+    for name in ("max_trajectories", "max_tokens"):
+        if getattr(config, name) is not None and getattr(config, name) < 1:
+            raise UsageError(f"{name}: must be >= 1, got {getattr(config, name)}")
     for name in ("policy_lr", "critic_lr", "grad_clip", "max_minutes"):
         if getattr(config, name) is not None and getattr(config, name) <= 0:
             raise UsageError(f"{name}: must be > 0, got {getattr(config, name)}")
@@ -371,7 +313,7 @@ def make_algorithm(config: RunConfig):
             raise UsageError(
                 f"algo.{key}: unknown field of {config.algo}{did_you_mean(key, valid)}; valid fields: {', '.join(valid)}"
             )
-        overrides[key] = _coerce(f"algo.{key}", value, valid[key])
+        overrides[key] = coerce_value(f"algo.{key}", value, valid[key])
     try:
         algo_config = cls.make_config(config.algo_preset, **overrides)
     except (TypeError, ValueError) as exc:

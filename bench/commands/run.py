@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from bench.commands import add_plugin_option, load_plugins
-from bench.config import RunConfig, build_config, flag_fields, load_toml, parse_set_options
+from bench.config import RunConfig, build_config, flag_fields
+from bench.config_values import load_toml, parse_set_options
 from bench.errors import UsageError
 
 
