@@ -81,28 +81,23 @@ class RunDir:
             f.flush()
             os.fsync(f.fileno())
 
+    def append_timeline(self, record: dict[str, Any]) -> None:
+        """Append one step's line to timeline.jsonl (flushed, not fsynced: it is diagnostics,
+        and a torn last line is skipped by its readers)."""
+        with open(self.path / "timeline.jsonl", "a") as f:
+            f.write(json.dumps(record, separators=(",", ":")) + "\n")
+
+    def read_timeline(self) -> list[dict[str, Any]]:
+        """All complete lines of timeline.jsonl (none when the file does not exist)."""
+        return _read_jsonl(self.path / "timeline.jsonl")
+
     def read_events(self) -> list[dict[str, Any]]:
         """All complete lines of events.jsonl (none when the file does not exist)."""
-        path = self.path / "events.jsonl"
-        rows = []
-        for line in path.read_text().splitlines() if path.exists() else []:
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-        return rows
+        return _read_jsonl(self.path / "events.jsonl")
 
     def read_metrics(self) -> list[dict[str, Any]]:
         """All complete metric lines (a torn last line from a crash is ignored)."""
-        if not self.metrics_path.exists():
-            return []
-        rows = []
-        for line in self.metrics_path.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-        return rows
+        return _read_jsonl(self.metrics_path)
 
     def truncate_metrics(self, last_step: int) -> None:
         """Keep only metric lines with step <= last_step (resume: no gap, no duplicate)."""
@@ -194,6 +189,17 @@ class RunDir:
 _HELD: dict[str, int] = {}
 """Run directories this process has locked -> the open lock file (flock is per open file, so a
 second lock of the same directory in one process must reuse it)."""
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The complete lines of a JSON-lines file, up to a torn one (none when it does not exist)."""
+    rows = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return rows
 
 
 def _file_digests(directory: Path) -> dict[str, dict[str, Any]]:

@@ -38,6 +38,7 @@ class Trajectory:
     turns: int = 0
     info: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    started_at: float = 0.0  # Unix time the episode started (the timeline's clock)
     finish_reason: str = ""  # of the last turn: the engine's ("eos", "stop", "length") or PROMPT_TOO_LONG
 
     def min_version(self) -> int:
@@ -79,10 +80,10 @@ async def run_episode(
     """Play one episode: model turns from the engine, observations from the env, until the env
     is done, the turns run out or the context is full; `env.close()` runs at the end, whatever
     happens. Turn t samples with seed `seed_of_turn(t)` (default `derive_seed(seed, t)`)."""
-    start = time.perf_counter()
+    start, started_at = time.perf_counter(), time.time()
     try:
         prompt_ids = render_prompt(tokenizer, await env.reset())
-        traj = Trajectory(prompt_key=key, group_id=group_id, prompt_ids=prompt_ids)
+        traj = Trajectory(prompt_key=key, group_id=group_id, prompt_ids=prompt_ids, started_at=started_at)
         for turn in range(max_turns):
             budget = max_context_tokens - len(prompt_ids) - len(traj.response_ids)
             if budget <= 0:

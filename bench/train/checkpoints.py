@@ -7,14 +7,24 @@ from typing import Any
 
 import torch
 
+from bench.train.budget import Consumption
 from bench.train.learner import Learner
 from results.rundir import RunDir
 
 
-def save_checkpoint(run: RunDir, learner: Learner, tokenizer: Any, step: int, keep_last: int = 2) -> Path:
-    """Write policy, critic, optimizer and algorithm state atomically; keep the latest `keep_last`
-    checkpoints (0 = all)."""
+def save_checkpoint(
+    run: RunDir,
+    learner: Learner,
+    tokenizer: Any,
+    step: int,
+    keep_last: int = 2,
+    consumed: Consumption | None = None,
+) -> Path:
+    """Write policy, critic, optimizer and algorithm state (and the run's consumption so far)
+    atomically; keep the latest `keep_last` checkpoints (0 = all)."""
     tmp = run.begin_checkpoint(step)
+    if consumed is not None:
+        consumed.save(tmp)
     learner.unwrapped_policy.save_pretrained(tmp / "policy")
     tokenizer.save_pretrained(tmp / "policy")
     if learner.unwrapped_critic is not None:

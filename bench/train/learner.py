@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import math
+import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -160,6 +161,8 @@ class Learner:
         algo, traj = self.algo, batch.traj
         metrics: dict[str, float] = {}
         old_values_B_T = first_values_B_T = None
+        start = time.perf_counter()
+        critic_s = 0.0  # the critic's share of learner compute, as time (value passes and updates)
         if algo.critic is not None:  # values are the critic's; `needs` "values" implies a critic
             # the first critic update's forward, kept with its graph: its detached values are the
             # pre-update values the advantages need, so no separate no-grad value pass is run
@@ -169,14 +172,18 @@ class Learner:
                 first_values_B_T = batch.rows.map_chunks(chunks, self.critic)  # [B, T]
             old_values_B_T = first_values_B_T.detach() * batch.action_mask_B_T  # [B, T]
             traj.values_B_T = old_values_B_T
+            critic_s += time.perf_counter() - start
         adv = algo.advantages(traj)
         metrics.update(adv.metrics)
         if algo.critic is not None:
+            t0 = time.perf_counter()
             metrics.update(self._critic_updates(batch, first_values_B_T, old_values_B_T, adv.returns_B_T))
+            critic_s += time.perf_counter() - t0
         warmup = algo.critic is not None and self.step < algo.critic.warmup_steps
         if not warmup:
             metrics.update(self._policy_update(batch, adv.advantages_B_T))
         metrics["policy/warmup"] = float(warmup)
+        metrics["time/critic_s"], metrics["time/learner_s"] = critic_s, time.perf_counter() - start
         self.step += 1
         return metrics
 

@@ -24,9 +24,10 @@ from bench.errors import RunStopped
 from bench.rollout.producer import Group, RolloutProducer
 from bench.rollout.worker import EngineWorker
 from bench.seeding import derive_seed
+from bench.train.budget import Consumption, stop_reason
 from bench.train.checkpoints import save_checkpoint
 from bench.train.learner import Learner, build_batch
-from bench.train.metrics import advance_bar, batch_metrics, progress_bar
+from bench.train.metrics import advance_bar, batch_metrics, progress_bar, timeline_record
 from bench.train.setup import make_learner
 from results.rundir import RunDir
 
@@ -47,6 +48,12 @@ class BatchCounters:
     filtered_groups: int = 0
     wait_s: float = 0.0
     groups: list[Group] = field(default_factory=list)
+    discarded: list[Group] = field(default_factory=list)  # taken but not trained on (stale, filtered)
+
+    def generated(self) -> tuple[int, int]:
+        """(trajectories, action tokens) of every group taken, trained on or discarded."""
+        trajs = [t for g in (*self.groups, *self.discarded) for t in g.trajectories]
+        return len(trajs), sum(sum(t.action_mask) for t in trajs)
 
 
 def collect_batch(
@@ -69,11 +76,13 @@ def collect_batch(
                 out.stale_requeued += n
             else:
                 out.stale_dropped += n
+            out.discarded.append(group)
             producer.release(n)
             continue
         rewards_G = torch.tensor([t.reward for t in group.trajectories])
         if not learner.algo.accept_group(rewards_G):
             out.filtered_groups += 1
+            out.discarded.append(group)
             rejected_in_a_row += 1
             producer.release(n)
             if rejected_in_a_row >= MAX_REJECTED_IN_A_ROW:
@@ -162,40 +171,45 @@ def train(
     is_main = learner.accelerator.is_main_process
     if resume is not None and is_main:
         run.truncate_metrics(learner.step)
+    consumed = Consumption.load(resume)
     rollouts = start_rollouts(config, task, tokenizer, learner)
     bar = progress_bar(config.steps, learner.step, progress and is_main)
     start, first_step = time.perf_counter(), learner.step
     last: dict[str, float] = {}
+    reason = stop_reason(config, learner.step, consumed)  # e.g. a resume of a finished run
     try:
         if config.eval_every and learner.step == 0 and is_main:
             run.append_metrics({"step": 0, **evaluate_during_training(config, learner, tokenizer, run)})
-        while learner.step < config.steps:
-            last = _one_step(config, task, tokenizer, learner, rollouts, start)
+        while reason is None:
+            step_start = time.perf_counter()
+            last = _one_step(config, task, tokenizer, learner, rollouts, run if is_main else None)
+            last["time/elapsed_s"] = time.perf_counter() - start
             if is_main and config.eval_every and learner.step % config.eval_every == 0:
                 last.update(evaluate_during_training(config, learner, tokenizer, run))
-            out_of_time = _out_of_time(config, learner.accelerator, start)
+            consumed.add(last, time.perf_counter() - step_start)
+            last.update(consumed.as_metrics())
+            reason = _agreed_stop_reason(config, learner, consumed)
             if is_main:
                 if resume is not None and learner.step == first_step + 1:
                     last["resume/from_step"] = float(first_step)
                 run.append_metrics(last)
-                if _checkpoint_due(config, learner.step) or out_of_time:
-                    save_checkpoint(run, learner, tokenizer, learner.step, config.keep_checkpoints)
+                if _checkpoint_due(config, learner.step) or reason is not None:
+                    save_checkpoint(run, learner, tokenizer, learner.step, config.keep_checkpoints, consumed)
             advance_bar(bar, last, learner.step - first_step, time.perf_counter() - start)
-            if out_of_time:
-                break
     finally:
         rollouts.close()
         if bar is not None:
             bar.close()
-    summary = _summary(learner, time.perf_counter() - start, last)
+    summary = {**_summary(learner, time.perf_counter() - start, last), "stopped_by": reason,
+               "consumption": consumed.as_dict()}  # fmt: skip
     if is_main:
         run.write_summary(summary)
     return summary
 
 
 def _checkpoint_due(config: RunConfig, step: int) -> bool:
-    """Whether `step` ends with a checkpoint: every `checkpoint_every` steps and the last one."""
-    return bool(config.checkpoint_every and step % config.checkpoint_every == 0) or step == config.steps
+    """Whether `step` ends with a checkpoint by the cadence (the last step always does)."""
+    return bool(config.checkpoint_every and step % config.checkpoint_every == 0)
 
 
 def _summary(learner: Learner, wall_s: float, last: dict[str, float]) -> dict[str, Any]:
@@ -238,14 +252,15 @@ def _leave_cores_for_the_engine(engine: Any, acc: Any) -> int | None:
     return previous
 
 
-def _out_of_time(config: RunConfig, acc: Any, start: float) -> bool:
-    """Whether the wall-clock budget is spent; agreed across ranks so that all stop together."""
-    if config.max_minutes is None:
-        return False
-    flag = torch.tensor([float(time.perf_counter() - start > 60 * config.max_minutes)])
-    if acc.num_processes > 1:
-        flag = acc.reduce(flag.to(acc.device), reduction="sum")
-    return bool(flag.item() > 0)
+def _agreed_stop_reason(config: RunConfig, learner: Learner, consumed: Consumption) -> str | None:
+    """`budget.stop_reason`, agreed across ranks (any rank's spent budget stops all of them
+    at the same step, so that their collective operations stay matched)."""
+    acc = learner.accelerator
+    reason = stop_reason(config, learner.step, consumed)
+    if acc.num_processes == 1:
+        return reason
+    flag = acc.reduce(torch.tensor([float(reason is not None)]).to(acc.device), reduction="sum")
+    return (reason or "another rank's budget") if flag.item() > 0 else None
 
 
 def evaluate_during_training(
@@ -269,7 +284,7 @@ def evaluate_during_training(
             k=config.eval_k,
             limit=config.eval_limit,
             sampling={"temperature": config.temperature, "top_p": config.top_p},
-            seed=config.seed,
+            seed=config.seed if config.eval_seed is None else config.eval_seed,
             progress=False,
             engine_slots=config.engine_slots,
             model_id=f"{run.path}@step{learner.step}",
@@ -281,9 +296,10 @@ def evaluate_during_training(
 
 
 def _one_step(
-    config, task, tokenizer, learner: Learner, rollouts: Rollouts, start: float
+    config, task, tokenizer, learner: Learner, rollouts: Rollouts, run: RunDir | None
 ) -> dict[str, float]:
-    """Collect one batch, train on it, push the new weights; returns the step's metrics."""
+    """Collect one batch, train on it, push the new weights; returns the step's metrics (and
+    appends the step's trajectories to the run's timeline when `run` is given)."""
     engine, producer, sampling = rollouts.engine, rollouts.producer, rollouts.sampling
     sync = config.mode == "sync"
     t0 = time.perf_counter()
@@ -302,6 +318,9 @@ def _one_step(
         engine.update_weights(learner.unwrapped_policy.state_dict(), learner.version)
     if sync:
         producer.release(n)
+    if run is not None:
+        run.append_timeline(timeline_record(learner.step, version_before, got.groups, got.discarded))
+    generated_trajectories, generated_tokens = _summed(learner.accelerator, got.generated())
     record.update(
         {
             "step": learner.step,
@@ -313,7 +332,17 @@ def _one_step(
             "rollout/engine_tokens_per_s": engine.stats().get("tokens_per_s", 0.0),
             "time/wait_s": got.wait_s,
             "time/step_s": time.perf_counter() - t0,
-            "time/elapsed_s": time.perf_counter() - start,
+            "budget/step_trajectories": float(n * learner.accelerator.num_processes),
+            "budget/step_generated_trajectories": float(generated_trajectories),
+            "budget/step_generated_tokens": float(generated_tokens),
         }
     )
     return record
+
+
+def _summed(acc: Any, counts: tuple[int, ...]) -> tuple[int, ...]:
+    """`counts` summed over the ranks of a data-parallel run (unchanged in one process)."""
+    if acc.num_processes == 1:
+        return counts
+    total = acc.reduce(torch.tensor([float(c) for c in counts]).to(acc.device), reduction="sum")
+    return tuple(int(x) for x in total.tolist())

@@ -51,3 +51,20 @@ def advance_bar(bar, record: dict[str, float], steps_done: int, elapsed: float) 
         refresh=False,
     )
     bar.update(1)
+
+
+def timeline_record(step: int, version: int, trained: list[Group], discarded: list[Group]) -> dict:
+    """One line of the run's timeline.jsonl: when each trajectory a step took was generated
+    and when the learner consumed it, with its policy versions (the overlap figure's data).
+
+    `trajs` rows: [start, finish] (Unix seconds), [oldest, newest] policy version of its
+    tokens, its action tokens, and 1 when trained on or 0 when discarded (stale, filtered)."""
+    import time
+
+    rows = []
+    for groups, used in ((trained, 1), (discarded, 0)):
+        for t in (t for g in groups for t in g.trajectories):
+            versions = [v for v in t.versions if v >= 0] or [0]
+            rows.append([round(t.started_at, 3), round(t.started_at + t.seconds, 3), min(versions), max(versions),
+                         int(sum(t.action_mask)), used])  # fmt: skip
+    return {"step": step, "consumed_at": round(time.time(), 3), "learner_version": version, "trajs": rows}

@@ -17,7 +17,15 @@ from bench.config import RunConfig, build_config
 from bench.errors import UsageError
 from results.rundir import RunDir, write_json_atomic
 
-EXTENDING_FIELDS = ("steps", "max_minutes", "checkpoint_every", "keep_checkpoints", "eval_every")
+EXTENDING_FIELDS = (
+    "steps",
+    "max_minutes",
+    "max_trajectories",
+    "max_tokens",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "eval_every",
+)
 """Settings a resume may change: they extend a run (longer, checkpointed or evaluated more
 often) without changing what it is. Any other changed setting is refused."""
 
