@@ -1,289 +1,76 @@
-"""Child side of `envs.sandbox`: set up isolation inside the fresh child process, then exec.
+"""Child side of `envs.sandbox`: set up isolation inside the fresh child process, then run the program.
 
-Started by the parent as ``python -I -S _sandbox_child.py CONFIG_JSON PROGRAM ARGS...`` in its
-own session, with a minimal environment and the working directory as cwd. It runs with the
-harness's privileges (usually root) only for the setup steps below, then drops them. With a
-pid namespace it forks a tiny init (pid 1 of the namespace, reaping orphans) that forks the
-program; when the program ends, init exits and the kernel kills whatever the program left
-behind, wherever it moved (setsid, double fork). Without one it simply execs the program.
+Started by the parent as ``python -I -S -c BOOT CONFIG_JSON PROGRAM ARGS...`` in its own
+session, with a minimal environment and the working directory as cwd; BOOT imports this module
+from its directory (appended to sys.path, after the standard library), so its bytecode is
+cached instead of compiled at every run. It runs with the harness's privileges (usually root)
+only for the setup steps, then drops them. Steps, in the order they require:
+
+1. tie to the harness: the parent-death signal SIGKILL, so that a `kill -9` of the harness
+   kills this helper;
+2. new namespaces (mount + IPC, pid, network; without root inside a user namespace) and the
+   private filesystem view: own /tmp, /var/tmp, /dev/shm, hidden /run (`_sandbox_ns`); then
+   wait until the harness has moved this process into the run's cgroups (root: total memory
+   and task count), so that nothing the program does escapes them;
+3. with a pid namespace: fork init (pid 1 of the namespace), which mounts the private /proc,
+   applies the rlimits, drops privileges, ties itself to the helper (parent-death signal; it
+   exits if the helper is already gone), installs the seccomp filter, arms a wall-clock alarm
+   of its own, then forks the program and reaps orphans. When init ends, for whatever reason
+   (program done, helper killed, alarm), the kernel kills everything left in the namespace,
+   wherever it moved (setsid, double fork). The helper drops privileges too and waits.
+   Without a pid namespace the helper applies the same limits, the parent-death signal (kept
+   across exec: it reaches the program, not what the program starts) and the alarm to itself
+   and execs the program.
+
 Doing the setup in a separate small interpreter instead of a ``preexec_fn`` keeps the harness
-safe to use from threads (``preexec_fn`` may deadlock in a multi-threaded parent) and leaves
-the parent untouched: every namespace and limit applies only to this child and descendants.
-
-Order matters: namespaces and mounts need root, so they come before dropping to the
-unprivileged uid; rlimits come before the fork/exec so the program starts with them.
-``--probe`` prints, as JSON, which of these steps work on this machine (`capabilities()`).
-Standard library only.
+safe to use from threads and leaves it untouched. ``--probe`` prints, as JSON, which of these
+steps work on this machine (`capabilities()`). Standard library only.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import resource
 import signal
 import sys
 
-CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x40000000, 0x10000000, 0x20000000
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
-PR_SET_NO_NEW_PRIVS = 38
+if __package__:  # imported as envs._sandbox_child (the harness)
+    from . import _sandbox_limits as lim
+    from . import _sandbox_ns as ns
+else:  # imported as a top-level module by the child's BOOT line
+    import _sandbox_limits as lim
+    import _sandbox_ns as ns
+
 SETUP_FAILED = 125  # exit status when the sandbox itself could not be set up
-# Dedicated uids come from a high range no distribution hands out; a lock file per slot keeps
-# them unique across all harness processes on the machine (so limits and cleanup never mix).
-_UID_BASE, _UID_SLOTS = 1_900_000_000, 4096
-_libc = None
-_own_userns = False  # set once this process created a user namespace (non-root only)
 
 
-def _call(name: str, *args) -> None:
-    """Call a libc function that returns 0 on success; raise OSError with errno otherwise."""
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    if getattr(_libc, name)(*args) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{name}: {os.strerror(err)}")
-
-
-def unshare(flags: int) -> None:
-    """unshare(2); without root, inside a new user namespace (once), which grants the rights."""
-    global _own_userns
-    if os.geteuid() != 0 and not _own_userns:
-        flags |= CLONE_NEWUSER
-    _call("unshare", flags)
-    _own_userns = _own_userns or bool(flags & CLONE_NEWUSER)
-
-
-def new_network_namespace() -> None:
-    """Move into a new, empty network namespace with only a loopback device, brought up.
-
-    The host's interfaces (and its 127.0.0.1) are not reachable from it; bringing `lo` up lets
-    programs that talk to themselves over localhost (test suites, servers) still work.
-    """
-    unshare(CLONE_NEWNET)
-    import fcntl
-    import socket
-    import struct
-
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        ifreq = struct.pack("16sh22x", b"lo", 0)
-        flags = struct.unpack("16sh22x", fcntl.ioctl(sock, 0x8913, ifreq))[1]  # SIOCGIFFLAGS
-        fcntl.ioctl(sock, 0x8914, struct.pack("16sh22x", b"lo", flags | 1))  # SIOCSIFFLAGS, IFF_UP
-
-
-def expose_paths(keep: list[str], uid: int) -> None:
-    """Let `uid` reach the paths in `keep` even when a parent directory is private to root.
-
-    Example: the interpreter lives in /root/.pyenv and /root is 0700, so an unprivileged uid
-    could not start Python. In a private mount namespace, each such blocking directory is
-    covered by an empty read-only-for-others tmpfs, and the kept paths are bind-mounted back
-    at their own location. Side effect (wanted): the rest of that directory (e.g. all of
-    /root) is hidden from the program. Nothing changes outside this child's namespace.
-    """
-    blockers: dict[str, list[str]] = {}
-    for path in keep:
-        parts = path.strip("/").split("/")
-        for i in range(1, len(parts)):
-            ancestor = "/" + "/".join(parts[:i])
-            st = os.stat(ancestor)
-            if st.st_uid != uid and not st.st_mode & 0o001:
-                blockers.setdefault(ancestor, []).append(path)
-                break
-    if not blockers:
-        return
-    _call("unshare", CLONE_NEWNS)
-    # Make every mount private first so nothing below can propagate back to the host.
-    _call("mount", b"none", b"/", None, MS_REC | MS_PRIVATE, None)
-    # O_PATH descriptors keep the real directories reachable once their parent is covered.
-    fds = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for paths in blockers.values() for path in paths}
-    for ancestor, paths in blockers.items():
-        _call("mount", b"tmpfs", ancestor.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=755,size=64k")
-        for path in paths:
-            os.makedirs(path, exist_ok=True)
-            _call("mount", f"/proc/self/fd/{fds[path]}".encode(), path.encode(), None, MS_BIND | MS_REC, None)
-    for fd in fds.values():
-        os.close(fd)
-
-
-def count_own_tasks() -> int:
-    """Number of tasks (processes and threads) of this real uid: what RLIMIT_NPROC counts."""
-    uid, total = os.getuid(), 0
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                if os.stat(f"/proc/{name}").st_uid == uid:
-                    total += len(os.listdir(f"/proc/{name}/task"))
-            except OSError:  # the process exited meanwhile
-                pass
-    return total
-
-
-def set_limits(cfg: dict) -> None:
-    """Apply the resource limits; they are inherited by every process the program starts.
-
-    RLIMIT_NPROC counts the tasks of the real uid. With a dedicated uid (root harness) or
-    inside our own user namespace (which counts its tasks separately) that is exactly this
-    sandbox; otherwise the uid is shared with the harness, so the limit is set above the
-    tasks the user already runs (approximate).
-    """
-    exact = cfg.get("uid") is not None or os.geteuid() == 0 or _own_userns
-    nproc = cfg["nproc"] if exact else cfg["nproc"] + count_own_tasks()
-    for which, value, hard in (
-        (resource.RLIMIT_CPU, cfg["cpu"], cfg["cpu"] + 1),  # SIGXCPU at soft, SIGKILL at hard
-        (resource.RLIMIT_AS, cfg["as"], cfg["as"]),
-        (resource.RLIMIT_FSIZE, cfg["fsize"], cfg["fsize"]),
-        (resource.RLIMIT_NPROC, nproc, nproc),
-        (resource.RLIMIT_CORE, 0, 0),  # no core dumps filling the working directory
-    ):
-        resource.setrlimit(which, (value, hard))
-
-
-def drop_privileges(uid: int, gid: int) -> None:
-    """Become `uid`/`gid` with no supplementary groups, irreversibly (real, effective, saved)."""
-    os.setgroups([])
-    os.setresgid(gid, gid, gid)
-    os.setresuid(uid, uid, uid)
-    if os.getuid() != uid or os.geteuid() != uid:
-        raise OSError("the uid did not change")
-
-
-def setup(cfg: dict) -> None:
-    """All isolation steps for one run, in the order they require."""
+def setup(cfg: dict) -> bool:
+    """Steps 1-2 (see the module docstring); True if a user namespace was created."""
+    lim.tie_to_parent(cfg["parent"])
     # Python ignores SIGPIPE and SIGXFSZ and ignored signals survive exec: restore the
     # defaults so that e.g. `dd` is stopped by SIGXFSZ at the file size limit.
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL)
-    if cfg.get("netns"):
-        new_network_namespace()
-    if cfg.get("pidns"):  # applies to the children forked after this, not to this process
-        unshare(CLONE_NEWPID)
+    userns = ns.enter_namespaces(cfg.get("mountns", False), cfg.get("pidns", False), cfg.get("netns", False))
+    if cfg.get("mountns"):
+        ns.private_mounts(cfg.get("keep", []), cfg.get("uid"), cfg.get("tmp"), hide=cfg.get("hide_run", True))
+    lim.wait_for_go(cfg.get("go_fd"))  # in the run's cgroups before anything else starts
+    return userns
+
+
+def confine(cfg: dict, userns: bool, parent: int | None) -> None:
+    """Limits, dropped privileges, parent-death signal and seccomp filter for this process."""
     uid = cfg.get("uid")
-    if uid is not None:
-        expose_paths(cfg.get("keep", []), uid)
-    set_limits(cfg)
-    try:  # setuid programs (su, sudo, mount) cannot raise privileges again
-        _call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    lim.set_limits(cfg, exact_nproc=uid is not None or os.geteuid() == 0 or userns)
+    try:
+        lim.no_new_privs()
     except OSError:
         pass
     if uid is not None:
-        drop_privileges(uid, cfg["gid"])
-
-
-# ---- Parent-side helpers for envs.sandbox (their extra imports are lazy: the child starts fast).
-
-
-class Capture:
-    """Keeps the head and the tail of a stream in bounded memory, counting what it drops."""
-
-    def __init__(self, max_chars: int):
-        self.max_chars = max_chars
-        self.limit = 4 * max(max_chars, 16)  # bytes per part: enough for max_chars of UTF-8
-        self.head, self.tail = bytearray(), bytearray()
-        self.total, self.gap = 0, False  # gap: bytes between head and tail were discarded
-
-    def feed(self, data: bytes) -> None:
-        """Add one chunk; memory stays below ~3 * limit however much arrives."""
-        self.total += len(data)
-        room = self.limit - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        self.tail += data
-        if len(self.tail) > 2 * self.limit:
-            del self.tail[: -self.limit]
-            self.gap = True
-
-    def text(self) -> tuple[str, bool]:
-        """(text, truncated): the whole text, or its start and end around a marker."""
-        full = (self.head + (b"" if self.gap else self.tail)).decode("utf-8", "replace")
-        if not self.gap and len(full) <= self.max_chars:
-            return full, False
-        half = self.max_chars // 2
-        start = full[:half]
-        end = (self.tail.decode("utf-8", "replace") if self.gap else full)[-(self.max_chars - half) :]
-        omitted = self.total - len(start.encode()) - len(end.encode())
-        return f"{start}\n... [{omitted} bytes of output omitted] ...\n{end}", True
-
-
-def proc_uid(pid: str) -> int | None:
-    """Real uid of a live process from /proc (None if it is gone or a zombie).
-
-    Zombies are skipped: they hold no resources, cannot be killed again, and only wait to
-    be reaped by their parent (the harness's event loop for the program itself).
-    """
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"State:") and line.split()[1] in (b"Z", b"X"):
-                    return None
-                if line.startswith(b"Uid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def kill_uid(uid: int) -> int:
-    """SIGKILL every process whose real uid is the dedicated sandbox `uid`; returns the count.
-
-    Scans /proc instead of using kill(-1) from a process of that uid, so a bug can never turn
-    this into a machine-wide kill. A pidfd pins each process before its uid is re-checked, so
-    a pid reused by an unrelated process is never signalled. Repeats while a fork loop is
-    still producing processes (bounded by the process limit).
-    """
-    if uid < _UID_BASE:
-        raise ValueError(f"refusing to kill processes of uid {uid}: not a sandbox uid")
-    import time
-
-    killed = 0
-    for _ in range(50):
-        found = 0
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit() or proc_uid(pid) != uid:
-                continue
-            try:
-                fd = os.pidfd_open(int(pid))
-            except OSError:
-                continue
-            try:
-                if proc_uid(pid) == uid:
-                    signal.pidfd_send_signal(fd, signal.SIGKILL)
-                    found += 1
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
-        if not found:
-            break
-        killed += found
-        time.sleep(0.01)
-    return killed
-
-
-def allocate_uid() -> tuple[int, int]:
-    """Reserve a dedicated uid: (uid, fd of the held lock file; closing it frees the uid)."""
-    import fcntl
-    import random
-    import tempfile
-    from pathlib import Path
-
-    # /run is root-only, so sandboxed code cannot plant the lock directory in advance.
-    lock_dir = Path("/run" if os.path.isdir("/run") else tempfile.gettempdir()) / "rl-bench-sandbox-uids"
-    lock_dir.mkdir(mode=0o700, exist_ok=True)
-    st = os.lstat(lock_dir)
-    if st.st_uid != os.geteuid() or st.st_mode & 0o077 or not os.path.isdir(lock_dir):
-        raise RuntimeError(f"{lock_dir} is not a private directory of this user")
-    start = random.randrange(_UID_SLOTS)
-    for i in range(_UID_SLOTS):
-        slot = (start + i) % _UID_SLOTS
-        fd = os.open(lock_dir / f"{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return _UID_BASE + slot, fd
-        except BlockingIOError:
-            os.close(fd)
-    raise RuntimeError("no free sandbox uid")
+        lim.drop_privileges(uid, cfg["gid"])
+    lim.tie_to_parent(parent)  # after the uid change, which clears it
+    if cfg.get("seccomp"):
+        lim.deny_user_namespaces()
 
 
 def _exec(argv: list[str]):
@@ -295,34 +82,75 @@ def _exec(argv: list[str]):
         os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
 
 
-def supervise(argv: list[str]):
-    """Fork init (pid 1 of the new pid namespace), which forks and reaps the program.
+def run_init(cfg: dict, userns: bool, argv: list[str], status_w: int, alive_r: int):
+    """Pid 1 of the namespace: finish the setup, fork the program, reap, report its status.
 
     The program is not pid 1 itself because pid 1 ignores default-action signals (SIGXCPU,
-    SIGXFSZ, SIGINT, ...) and must reap orphans. The program's exact wait status travels back
-    through a pipe, and this process ends the same way (same exit code or same signal).
+    SIGXFSZ, SIGINT, ...) and must reap orphans. `alive_r` reads EOF once the helper is gone.
+    """
+    try:
+        if cfg.get("proc"):
+            ns.mount_proc()
+        confine(cfg, userns, parent=None)  # our parent (the helper) is outside: getppid() = 0
+        lim.not_dumpable()  # the program (same uid) cannot ptrace or stop init
+        os.set_blocking(alive_r, False)
+        try:
+            if os.read(alive_r, 1) == b"":  # EOF: the helper died before the signal was set
+                os._exit(SETUP_FAILED)
+        except BlockingIOError:
+            pass
+    except Exception as exc:
+        os.write(2, f"sandbox setup failed: {exc}\n".encode())
+        os._exit(SETUP_FAILED)
+
+    def wall_exceeded(*_):  # a bound that holds even if the harness is stopped or stuck
+        os.write(status_w, str(signal.SIGKILL).encode())  # reported as killed by SIGKILL
+        os._exit(0)
+
+    signal.signal(signal.SIGALRM, wall_exceeded)
+    signal.alarm(cfg["wall"])
+    program = os.fork()
+    if program == 0:
+        os.close(status_w)
+        os.close(alive_r)
+        _exec(argv)
+    while True:  # reap everything; stop when the program itself has ended
+        pid, status = os.wait()
+        if pid == program:
+            os.write(status_w, str(status).encode())
+            os._exit(0)  # the kernel now kills the rest of the namespace
+
+
+def supervise(cfg: dict, userns: bool, argv: list[str]):
+    """Fork init (pid 1 of the new pid namespace) and end the way the program ended.
+
+    The program's exact wait status travels back through a pipe, and this process ends the
+    same way (same exit code or same signal).
     """
     r, w = os.pipe()
+    alive_r, alive_w = os.pipe()  # this process holds alive_w until it dies
     init = os.fork()
     if init == 0:
         os.close(r)
-        program = os.fork()
-        if program == 0:
-            os.close(w)
-            _exec(argv)
-        while True:  # reap everything; stop when the program itself has ended
-            pid, status = os.wait()
-            if pid == program:
-                os.write(w, str(status).encode())
-                os._exit(0)  # the kernel now kills the rest of the namespace
+        os.close(alive_w)
+        run_init(cfg, userns, argv, w, alive_r)
     os.close(w)
+    os.close(alive_r)
+    try:
+        if cfg.get("uid") is not None:
+            lim.drop_privileges(cfg["uid"], cfg["gid"])
+        lim.tie_to_parent(cfg["parent"])
+    except OSError:
+        os.kill(init, signal.SIGKILL)
+        os._exit(SETUP_FAILED)
     for fd in (0, 1, 2):  # keep no copy of the pipes: EOF must come when the program ends
         os.dup2(os.open(os.devnull, os.O_RDWR), fd)
     data = os.read(r, 32)
     _, init_status = os.waitpid(init, 0)
-    status = int(data) if data else init_status  # no data: init itself was killed
+    status = int(data) if data else init_status  # no data: init itself failed or was killed
     if os.WIFSIGNALED(status):
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        if os.WTERMSIG(status) not in (signal.SIGKILL, signal.SIGSTOP):  # these have no handler
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))
     os._exit(os.waitstatus_to_exitcode(status))
 
@@ -341,23 +169,36 @@ def _try(step) -> bool:
 
 def probe(cfg: dict) -> dict[str, bool]:
     """Which isolation mechanisms work here; each is tried in its own throwaway child."""
-    uid, gid, python = cfg["uid"], cfg["gid"], cfg["python"]
-    root = os.geteuid() == 0
+    uid, gid, python, keep = cfg["uid"], cfg["gid"], cfg["python"], cfg["keep"]
+    root, tmp = os.geteuid() == 0, {"size": 1 << 20, "inodes": 64}
+
+    def private_tmp():
+        ns.enter_namespaces(True, False, False)
+        ns.private_mounts(keep, None, tmp)
+        for d in ("/tmp", "/dev/shm"):
+            if os.listdir(d):
+                raise OSError(f"{d} is not private")
+
+    def pid_namespace(proc: bool):
+        ns.enter_namespaces(proc, True, False)
+        if proc:
+            ns.private_mounts(keep, None, None)
+
+        def check():
+            if proc:
+                ns.mount_proc()
+            if os.getpid() != 1 or (proc and [p for p in os.listdir("/proc") if p.isdigit()] != ["1"]):
+                raise OSError("not alone in the new pid namespace")
+
+        if not _try(check):
+            raise OSError("the new pid namespace does not work")
 
     def unprivileged():
-        expose_paths(cfg["keep"], uid)
-        drop_privileges(uid, gid)
+        ns.enter_namespaces(True, False, False)
+        ns.private_mounts(keep, uid, tmp)
+        lim.drop_privileges(uid, gid)
         if not os.access(python, os.X_OK) or not os.access(os.__file__, os.R_OK):
             raise OSError("the interpreter is not reachable by the unprivileged uid")
-
-    def mounts():
-        _call("unshare", CLONE_NEWNS)
-        _call("mount", b"none", b"/", None, MS_REC | MS_PRIVATE, None)
-
-    def pid_namespace():
-        unshare(CLONE_NEWPID)
-        if not _try(lambda: None if os.getpid() == 1 else os._exit(1)):
-            raise OSError("not pid 1 in the new namespace")
 
     def parent_protected():
         unprivileged()
@@ -367,14 +208,31 @@ def probe(cfg: dict) -> dict[str, bool]:
             return
         raise OSError("can signal the parent")
 
+    def user_namespaces_denied():
+        lim.deny_user_namespaces()
+        try:
+            lim.call("unshare", ns.CLONE_NEWUSER)
+        except PermissionError:
+            if not _try(lambda: None):  # fork (clone) still works
+                raise OSError("fork fails under the filter") from None
+            import threading  # threads too: clone3 fails with ENOSYS, the C library falls back
+
+            threading.Thread(target=lambda: None).start()
+            return
+        raise OSError("unshare(CLONE_NEWUSER) still succeeds")
+
     return {
         "rlimits": True,
-        "network_namespace": _try(new_network_namespace),
-        "mount_namespace": root and _try(mounts),
+        "network_namespace": _try(lambda: ns.enter_namespaces(False, False, True)),
+        "mount_namespace": _try(lambda: ns.enter_namespaces(True, False, False)),
+        "private_tmp": _try(private_tmp),
+        "pid_namespace": _try(lambda: pid_namespace(False)),
+        "private_proc": _try(lambda: pid_namespace(True)),
         "unprivileged_uid": root and _try(unprivileged),
-        "pid_namespace": _try(pid_namespace),
         "parent_kill_protection": root and _try(parent_protected),
-        "no_new_privs": _try(lambda: _call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)),
+        "no_new_privs": _try(lim.no_new_privs),
+        "user_namespaces_denied": _try(user_namespaces_denied),
+        "parent_death_signal": _try(lambda: lim.tie_to_parent(None)),
     }
 
 
@@ -386,12 +244,15 @@ def main() -> None:
         return
     argv = sys.argv[2:]
     try:
-        setup(cfg)
+        userns = setup(cfg)
+        if not cfg.get("pidns"):
+            confine(cfg, userns, parent=cfg["parent"])
+            signal.alarm(cfg["wall"])  # kept across exec: SIGALRM ends the program at the bound
     except Exception as exc:  # report, never run the program half-isolated
         os.write(2, f"sandbox setup failed: {exc}\n".encode())
         os._exit(SETUP_FAILED)
     if cfg.get("pidns"):
-        supervise(argv)
+        supervise(cfg, userns, argv)
     _exec(argv)
 
 

@@ -1,59 +1,102 @@
 """Sandbox for model-generated code and shell commands (math tool calls, SWE test runs).
 
-Every run starts a fresh child in its own session, with a minimal environment, its own working
-directory as cwd and, when the machine allows (see `Sandbox.capabilities()`):
+Every run starts a fresh child helper (`envs._sandbox_child`) in its own session, with a minimal
+environment and its working directory as cwd; it sets up what the machine allows
+(`Sandbox.capabilities()` says which) and then runs the program:
 
-* resource limits (rlimits): CPU seconds, address space, file size, process count, no cores;
-* a wall-clock limit: the whole process group is SIGKILLed, and with it the pid namespace;
-* a pid namespace: the program cannot see or signal any outside process (the harness), and
-  when it ends, everything it started ends too (background jobs, setsid escapees), reaped;
-* a dedicated unprivileged uid/gid per `Sandbox` (root harness only). It is what makes the
-  process limit work as root (the kernel ignores RLIMIT_NPROC for root) and stops the program
-  from reading root-only files (/root, /etc/shadow, 0700 directories) or signalling root
-  processes. Root-only directories that the interpreter needs (e.g. /root/.pyenv) are exposed
-  through a private mount namespace, which hides the rest of them (`expose_paths`);
-* a new network namespace with only its own loopback: no route to the host or the internet.
+* rlimits: CPU seconds, address space, file size, process count (each per process), no cores;
+* a wall-clock limit, enforced by the harness (SIGKILL to the process group, and with it the
+  pid namespace) and again, 2 s later, by the namespace's init (an alarm), which holds when
+  the harness is dead or stuck; without a pid namespace by an alarm the program inherits;
+* death with the harness: helper and init get SIGKILL from the kernel when their parent dies
+  (PR_SET_PDEATHSIG; the parent is the thread that started the run, i.e. the event loop's),
+  and init's death ends the pid namespace. The next start of any Sandbox removes what a killed
+  harness left: processes of free uid slots, their cgroups, owned working directories;
+* a pid namespace with its own /proc: the program sees only its own processes, cannot signal
+  any outside process (the harness), and everything it started ends with it, setsid escapees too;
+* a mount and IPC namespace: private /tmp, /var/tmp and /dev/shm (one tmpfs of `disk_mb` and
+  `max_files`, gone after each run, which also hides path-based Unix sockets there), an empty
+  /run (system sockets; kept with `network=True`: DNS configuration lives there), root-only
+  directories hidden, private SysV IPC and message queues;
+* a network namespace with only its own loopback: no route to the host or the internet
+  (abstract Unix sockets are per network namespace, so those are out of reach too);
+* a seccomp filter: no new user namespaces (unshare/clone with CLONE_NEWUSER get EPERM);
+* totals, where a cgroup is writable (root; cgroup v1, or v2 with the controllers delegated):
+  memory of all processes together (and their tmpfs pages) and task count;
+* a dedicated unprivileged uid/gid per `Sandbox` (root only). It makes the process limit work
+  as root (the kernel ignores RLIMIT_NPROC for root), stops the program from reading root-only
+  files (/root, /etc/shadow, 0700 directories) and from signalling root processes;
+* as root, an owned working directory (`workdir=None`) is a tmpfs of `disk_mb`/`max_files`.
 
-Not contained: world-readable files stay readable (the rest of the filesystem is visible,
-/proc included), world-writable places (/tmp, /dev/shm) are writable and files left there stay
-(TMPDIR points at the working directory instead), and the rlimits apply per process (n
-processes may use n times the CPU/memory, up to the wall limit and process limit). The
-dedicated uid has no passwd entry (`whoami` fails; git run by root in a workdir owned by it
-needs `safe.directory`). Without root there is no dedicated uid, so the program can read what
-the harness user can; namespaces then need unprivileged user namespaces (inside one the
-process limit is exact; without, it is set above the user's current task count). Where a
-mechanism is missing the run goes ahead without it; `capabilities()` says which. Linux only;
-standard library only.
+Threat model, by machine (what is NOT contained):
+
+* root harness (this project's machines and CI): world-readable files stay readable (the rest
+  of the filesystem is visible); world-writable path-based Unix sockets outside /tmp, /var/tmp,
+  /dev/shm and /run stay reachable; world-writable directories elsewhere on disk stay writable
+  (limited per file only); a caller-given `workdir` lives on the caller's filesystem, limited
+  per file (`max_file_mb`), not in total; CPU time is per process (n processes may use n times
+  `cpu_seconds` within the wall limit); the kernel is shared (this is not a VM). The dedicated
+  uid has no passwd entry (`whoami` fails; git run by root in a workdir owned by it needs
+  `safe.directory`).
+* non-root with unprivileged user namespaces: namespaces, private /tmp, /proc (unless the
+  machine masks parts of /proc, as some containers do: then `private_proc` is False and host
+  processes are visible, though not signallable), seccomp and death with the harness as
+  above, inside a user namespace that maps only the harness's uid. Not contained besides: no
+  dedicated uid, so the program reads and writes whatever the harness's user can (its home,
+  source checkouts); no cgroup totals (memory is per process: n processes may use n times
+  `memory_mb`); an owned working directory is on disk, limited per file only.
+* neither root nor user namespaces: rlimits, the wall limit, the minimal environment, and
+  the parent-death signal and alarm on the program itself. Not contained: the filesystem (all
+  the user can reach; /tmp and /dev/shm writes persist), the network, host processes (visible,
+  signallable: the program can kill the harness), processes the program starts outlive a killed
+  harness, the process limit is approximate (set above the user's task count), no totals.
+
+Where a mechanism is missing the run goes ahead without it. Linux only; standard library only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
-import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from envs._sandbox_child import Capture, allocate_uid, kill_uid
+from envs import _sandbox_cgroup as cgroup
+from envs._sandbox_host import (
+    UID_BASE,
+    Capture,
+    allocate_uid,
+    diagnose,
+    kill_uid,
+    make_workdir,
+    release,
+    remove_leftovers,
+    signame,
+    write_file,
+)
+from envs._sandbox_probe import child_command, keep_paths, probe
 
-_CHILD = Path(__file__).with_name("_sandbox_child.py")
 _FLOOD_FACTOR = 100  # a program printing 100x max_output_chars is killed instead of drained
 _PATH = "/usr/local/bin:/usr/bin:/bin"
+_WALL_GRACE = 2  # init's own wall alarm: this many seconds after the harness's limit
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Limits for one run. `network=False` asks for a network namespace (if available)."""
+    """Limits for one run. `network=False` asks for a network namespace (if available).
+
+    `memory_mb` bounds each process's address space and, with a memory cgroup, all processes
+    together, files they keep in RAM included (a tmpfs workdir's too); `disk_mb` and
+    `max_files` bound the private /tmp, /var/tmp and /dev/shm together and, as root, an owned
+    working directory.
+    """
 
     cpu_seconds: float = 10.0
     wall_seconds: float = 20.0
@@ -62,6 +105,8 @@ class SandboxLimits:
     max_file_mb: int = 64
     max_output_chars: int = 8000
     network: bool = False
+    disk_mb: int = 512
+    max_files: int = 10_000
 
 
 @dataclass
@@ -84,7 +129,7 @@ class SandboxResult:
         killed = self.timed_out or (self.killed_reason or "").startswith("output limit")
         rc = self.returncode
         if rc and not killed:
-            parts.append(f"[killed by signal {_signame(-rc)}]" if rc < 0 else f"[exit code {rc}]")
+            parts.append(f"[killed by signal {signame(-rc)}]" if rc < 0 else f"[exit code {rc}]")
         reason = self.killed_reason
         if reason and reason.startswith("output truncated"):
             parts.append(f"[sandbox: {reason}]")
@@ -93,120 +138,58 @@ class SandboxResult:
         return "\n".join(parts) if parts else "(no output)"
 
 
-def _signame(num: int) -> str:
-    """'SIGXCPU' for 24; the number itself for unknown signals."""
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return str(num)
-
-
-def _diagnose(limits: SandboxLimits, rc: int | None, err: str) -> str | None:
-    """Name the limit behind an exit status or error message (None when nothing points to one).
-
-    Signals are exact (SIGXCPU/SIGXFSZ, also as a shell's 128+n); Python and C programs
-    report exceeded memory, file size and process limits as errors, recognised by their text.
-    """
-    sig = -rc if rc is not None and rc < 0 else (rc - 128 if rc in (152, 153) else 0)
-    if sig == signal.SIGXCPU:
-        return f"cpu time limit ({limits.cpu_seconds:g} s)"
-    if sig == signal.SIGXFSZ:
-        return f"file size limit ({limits.max_file_mb} MB)"
-    if sig == signal.SIGKILL:  # the kernel's hard cpu limit or the OOM killer
-        return f"cpu time ({limits.cpu_seconds:g} s) or memory ({limits.memory_mb} MB) limit"
-    if not rc:
-        return None
-    if any(s in err for s in ("MemoryError", "Cannot allocate memory", "bad_alloc", "out of memory")):
-        return f"memory limit ({limits.memory_mb} MB)"
-    if "File too large" in err:
-        return f"file size limit ({limits.max_file_mb} MB)"
-    if "Resource temporarily unavailable" in err and ("fork" in err or "thread" in err.lower()):
-        return f"process limit ({limits.max_processes})"
-    return None
-
-
-def _keep_paths(workdir: Path | None = None) -> list[str]:
-    """Paths the sandboxed program must reach: the interpreter's prefixes and the workdir."""
-    paths = {sys.base_prefix, sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    return sorted({os.path.realpath(p) for p in paths} | ({str(workdir)} if workdir else set()))
-
-
-@functools.lru_cache(maxsize=1)
-def _probe() -> dict[str, bool]:
-    """Run the child helper's probe once per process (each mechanism in a throwaway child)."""
-    cfg = {"probe": True, "uid": 65534, "gid": 65534, "python": sys.executable, "keep": _keep_paths()}
-    try:
-        out = subprocess.run(
-            [sys.executable, "-I", "-S", str(_CHILD), json.dumps(cfg)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={"PATH": _PATH},
-        ).stdout
-        caps = json.loads(out)
-    except (OSError, ValueError, subprocess.SubprocessError):
-        caps = {"rlimits": True}
-    for key in (
-        "network_namespace",
-        "mount_namespace",
-        "pid_namespace",
-        "unprivileged_uid",
-        "parent_kill_protection",
-    ):
-        caps.setdefault(key, False)
-    # As root, RLIMIT_NPROC only works under a non-root uid; as a user it is enforced (approximately).
-    caps["process_limit"] = caps["unprivileged_uid"] or os.geteuid() != 0
-    caps["file_isolation"] = caps["unprivileged_uid"]  # permission-based, see the module docstring
-    # A pid namespace hides every outside process from kill(); its end kills all inside it.
-    caps["parent_kill_protection"] = caps["parent_kill_protection"] or caps["pid_namespace"]
-    caps["kill_escaped_processes"] = caps["unprivileged_uid"] or caps["pid_namespace"]
-    return caps
-
-
-def _cleanup(uid: int | None, lock_fd: int | None, own_dir: Path | None) -> None:
-    """Kill leftovers, remove an owned workdir and free the uid (also runs at garbage collection)."""
-    if uid is not None:
-        kill_uid(uid)
-    if own_dir is not None:
-        shutil.rmtree(own_dir, ignore_errors=True)  # rmtree never follows symlinks
-    if lock_fd is not None:
-        os.close(lock_fd)
-
-
 class Sandbox:
     """Runs untrusted programs under `limits` in `workdir`, one run at a time.
 
-    With `workdir=None` a private temporary directory is created and removed by `close()`.
-    A given `workdir` is kept, but as root it is chowned (recursively) to the sandbox uid so
-    the program can write there. For concurrency use one Sandbox per episode.
+    With `workdir=None` a private temporary directory is created (as root: a tmpfs of
+    `disk_mb`) and removed by `close()`. A given `workdir` is kept, but as root it is chowned
+    (recursively) to the sandbox uid so the program can write there. For concurrency use one
+    Sandbox per episode. Creating one also removes what Sandboxes of killed harnesses left.
     """
 
     def __init__(self, limits: SandboxLimits = SandboxLimits(), workdir: Path | None = None):
         self.limits = limits
         self._caps = self.capabilities()
-        self._uid = self._lock_fd = None
+        self._uid = self._lock_fd = self._cgroups = own = None
         if self._caps["unprivileged_uid"]:
             self._uid, self._lock_fd = allocate_uid()
-            kill_uid(self._uid)  # leftovers of a crashed harness that held this uid
-        own = workdir is None
-        self.workdir = Path(tempfile.mkdtemp(prefix="rlbench-sbx-") if own else workdir).resolve()
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        if self._uid is not None:
-            for root, dirs, files in os.walk(self.workdir):
-                for name in [".", *dirs, *files]:
-                    os.chown(os.path.join(root, name), self._uid, self._uid, follow_symlinks=False)
+        try:
+            remove_leftovers(self._uid)
+            if workdir is None:
+                size = limits.disk_mb if self._caps["workdir_size_limit"] else None
+                own = make_workdir(size, limits.max_files, self._uid)
+            self.workdir = (own[0] if own else Path(workdir)).resolve()
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            if self._uid is not None:
+                for root, dirs, files in os.walk(self.workdir):
+                    for name in [".", *dirs, *files]:
+                        os.chown(os.path.join(root, name), self._uid, self._uid, follow_symlinks=False)
+                if self._caps["memory_total_limit"] or self._caps["process_total_limit"]:
+                    name = f"{cgroup.NAME_PREFIX}{self._uid - UID_BASE}"
+                    self._cgroups = cgroup.Cgroups.create(name, limits.memory_mb << 20, limits.max_processes)
+        except BaseException:
+            release(self._uid, self._lock_fd, own, self._cgroups)
+            raise
+        self._oom_kills = self._cgroups.oom_kills() if self._cgroups else 0
         self._busy = False
-        self._finalizer = weakref.finalize(
-            self, _cleanup, self._uid, self._lock_fd, self.workdir if own else None
-        )
+        self._finalizer = weakref.finalize(self, release, self._uid, self._lock_fd, own, self._cgroups)
 
     @staticmethod
     def capabilities() -> dict[str, bool]:
-        """Which isolation this machine provides (probed once per process, then cached)."""
-        return dict(_probe())
+        """Which isolation this machine provides (probed once per process, then cached).
+
+        Keys: rlimits, network_namespace, mount_namespace, pid_namespace, unprivileged_uid,
+        no_new_privs, process_limit, file_isolation, parent_kill_protection,
+        kill_escaped_processes, and for the guarantees of the module docstring: private_tmp
+        (/tmp, /var/tmp, /dev/shm private and size-limited), private_proc (/proc shows only the
+        sandbox), user_namespaces_denied (seccomp), parent_death_signal, parent_death_kill
+        (a killed harness takes every process of the run with it), memory_total_limit and
+        process_total_limit (cgroups), workdir_size_limit (owned workdir is a tmpfs).
+        """
+        return dict(probe())
 
     def close(self) -> None:
-        """Kill any leftover process, delete the owned workdir, release the uid. Idempotent."""
+        """Kill leftovers, delete the owned workdir and the cgroups, free the uid. Idempotent."""
         self._finalizer()
 
     def __enter__(self) -> Sandbox:
@@ -215,27 +198,10 @@ class Sandbox:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _write_file(self, rel: str, content: str) -> None:
-        """Write `content` to `rel` inside workdir, refusing any path or symlink leading out."""
-        if Path(rel).is_absolute() or ".." in Path(rel).parts:
-            raise ValueError(f"file path must stay inside the working directory: {rel!r}")
-        target = self.workdir / rel
-        # Safe against symlinks planted by an earlier run: no sandbox process runs between runs.
-        if not target.parent.resolve().is_relative_to(self.workdir):
-            raise ValueError(f"file path leads outside the working directory: {rel!r}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(content)
-        if self._uid is not None:
-            path = target
-            while path != self.workdir:
-                os.chown(path, self._uid, self._uid, follow_symlinks=False)
-                path = path.parent
-
-    def _command(self, argv: list[str]) -> list[str]:
-        """The child-helper command line that sets up isolation and then execs `argv`."""
-        lim = self.limits
+    def _command(self, argv: list[str], go_fd: int | None = None) -> list[str]:
+        """The child-helper command line that sets up isolation and then execs `argv`
+        (`go_fd`: the pipe on which it waits until the harness has put it in the cgroups)."""
+        lim, caps = self.limits, self._caps
         cpu = max(1, math.ceil(lim.cpu_seconds))
         cfg = {
             "cpu": cpu,
@@ -244,11 +210,19 @@ class Sandbox:
             "nproc": lim.max_processes,
             "uid": self._uid,
             "gid": self._uid,
-            "keep": _keep_paths(self.workdir),
-            "netns": not lim.network and self._caps["network_namespace"],
-            "pidns": self._caps["pid_namespace"],
+            "keep": keep_paths(self.workdir),
+            "netns": not lim.network and caps["network_namespace"],
+            "pidns": caps["pid_namespace"],
+            "mountns": caps["mount_namespace"],
+            "tmp": {"size": lim.disk_mb << 20, "inodes": lim.max_files} if caps["private_tmp"] else None,
+            "hide_run": not lim.network,
+            "proc": caps["private_proc"],
+            "seccomp": caps["user_namespaces_denied"],
+            "go_fd": go_fd,
+            "parent": os.getpid(),
+            "wall": math.ceil(lim.wall_seconds) + _WALL_GRACE,
         }
-        return [sys.executable, "-I", "-S", str(_CHILD), json.dumps(cfg), *argv]
+        return child_command(cfg, argv)
 
     def _env(self, extra: dict[str, str] | None) -> dict[str, str]:
         """Minimal environment: nothing of the host's passes through (no secrets, no proxies)."""
@@ -289,22 +263,46 @@ class Sandbox:
         self._busy = True
         try:
             for rel, content in (files or {}).items():
-                self._write_file(rel, content)
+                write_file(self.workdir, self._uid, rel, content)
             return await self._arun(argv, stdin, env)
         finally:
             self._busy = False
 
+    async def _spawn(self, argv: list[str], stdin: str | None, env: dict[str, str] | None):
+        """Start the child helper; with cgroups, move it into them meanwhile, from a thread.
+
+        A move into a cgroup waits for an RCU grace period (5-20 ms of wall time, no CPU) on
+        cgroup v1; from here that overlaps the helper's start-up. The helper waits for the go
+        byte before it starts anything; EOF (harness gone, move failed) makes it exit.
+        """
+        go_r, go_w = os.pipe() if self._cgroups else (None, None)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self._command(argv, go_r),
+                cwd=self.workdir,
+                env=self._env(env),
+                start_new_session=True,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(go_r,) if go_r is not None else (),
+            )
+        finally:
+            if go_r is not None:
+                os.close(go_r)
+        if go_w is not None:
+            try:
+                await asyncio.to_thread(self._cgroups.attach, proc.pid)
+                os.write(go_w, b"1")
+            except OSError:  # e.g. it already died; without the byte it exits
+                pass
+            finally:
+                os.close(go_w)
+        return proc
+
     async def _arun(self, argv: list[str], stdin: str | None, env: dict[str, str] | None) -> SandboxResult:
         lim, t0 = self.limits, time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            *self._command(argv),
-            cwd=self.workdir,
-            env=self._env(env),
-            start_new_session=True,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+        proc = await self._spawn(argv, stdin, env)
         out, err = Capture(lim.max_output_chars), Capture(lim.max_output_chars)
         reason: list[str] = []
 
@@ -353,7 +351,10 @@ class Sandbox:
         stdout, out_cut = out.text()
         stderr, err_cut = err.text()
         rc = proc.returncode
-        killed_reason = reason[0] if reason else _diagnose(lim, rc, stderr)
+        if self._cgroups and self._oom_kills < (kills := self._cgroups.oom_kills()):
+            self._oom_kills = kills  # the memory cgroup killed a process of this run
+            reason[:] = reason or [f"memory limit ({lim.memory_mb} MB)"]
+        killed_reason = reason[0] if reason else diagnose(lim, rc, stderr)
         if killed_reason is None and (out_cut or err_cut):
             killed_reason = f"output truncated ({lim.max_output_chars} chars)"
         return SandboxResult(
@@ -370,7 +371,7 @@ class Sandbox:
         """Run Python `code` with the harness's interpreter in isolated mode (-I)."""
         if self._busy:
             raise RuntimeError("this Sandbox is already running a command; use one per episode")
-        self._write_file("snippet.py", code)
+        write_file(self.workdir, self._uid, "snippet.py", code)
         return await self.arun([sys.executable, "-I", "snippet.py"])
 
     def run(
