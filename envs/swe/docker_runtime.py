@@ -15,8 +15,15 @@ it depends on) and a reachable Docker daemon; both are imported lazily, on first
   on the test files of the given ids (pytest ids) or of the instance's `test_patch`, between
   the harness's start/end markers, parsed by the harness's log parser (`get_logs_eval`).
 - `grade`: the harness's own flow: fresh container, the model patch applied with the
-  harness's three fallbacks (`git apply`, `git apply --reject`, `patch --fuzz=5`), the spec's
-  `eval_script` (applies `test_patch`, runs the tests), `get_logs_eval`, then `is_resolved`.
+  harness's three fallbacks (`git apply`, `git apply --reject`, `patch --fuzz=5`), then what the
+  patch changed among test files (`tests/` directories, test_*.py, *_test.py, conftest.py), site
+  hooks and compiled modules reset to HEAD (`envs.swe.grading`; the eval script resets only the
+  test patch's own files, so a new conftest.py or an edited test helper would otherwise be
+  graded), the spec's `eval_script` (applies `test_patch`, runs the tests), `get_logs_eval`,
+  then `is_resolved`. The diff scan only reports here (`PatchGrade.tamper`): in real
+  repositories the names it looks for are ordinary. Not contained: code under test runs inside
+  pytest as root in the container, so it can print result lines the log parser believes, as in
+  the SWE-bench harness itself.
 
 All Docker calls are blocking SDK calls run in threads (`asyncio.to_thread`), so concurrent
 episodes overlap; `max_containers` optionally caps live containers per event loop.
@@ -33,6 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from envs.swe.grading import parse_status
 from envs.swe.instance import SWEInstance, harness_tests_status, is_resolved
 from envs.swe.runtime import CommandResult, PatchGrade, Runtime, RuntimeUnavailable, Workspace
 from envs.swe.workspace_memory import clean_path
@@ -45,6 +53,11 @@ GIT_APPLY_CMDS = ("git apply --verbose", "git apply --verbose --reject", "patch 
 """The harness's patch-application fallbacks (`swebench.harness.run_evaluation`)."""
 WORKDIR = "/testbed"
 _OUTPUT_CHARS = 20000  # of a command's output kept in a CommandResult / grade log
+RESET_SCRIPT = (
+    'for p in "$@"; do if git cat-file -e "HEAD:$p" 2>/dev/null; '
+    'then git --literal-pathspecs checkout -q HEAD -- "$p"; else rm -rf -- "$p"; fi; done'
+)
+"""Puts each path argument back as at HEAD (`bash -c RESET_SCRIPT reset PATH...`: no quoting)."""
 
 
 class SwebenchHarness:
@@ -201,6 +214,22 @@ class DockerWorkspace(Workspace):
         if result.returncode != 0:
             raise RuntimeError(f"git diff failed: {result.output[-500:]}")
         return result.output
+
+    async def changed_paths(self) -> list[str]:
+        """Modified, deleted and new files against HEAD; not files git ignores (the image has
+        build outputs among them; `Runtime.reset_protected` adds the paths the patch names)."""
+        result = await self.exec(
+            "git", "status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all"
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"git status failed: {result.output[-500:]}")
+        return parse_status(result.output)
+
+    async def reset_paths(self, paths: list[str]) -> None:
+        """Files of HEAD get their content back, the others are deleted (`RESET_SCRIPT`)."""
+        result = await self.exec("/bin/bash", "-c", RESET_SCRIPT, "reset", *sorted(paths))
+        if result.returncode != 0:
+            raise RuntimeError(f"resetting {len(paths)} file(s) failed: {result.output[-500:]}")
 
     async def close(self) -> None:
         """Remove the container (idempotent)."""

@@ -17,9 +17,12 @@ harness's rights; outside `repo/` (and 0700) it is out of the sandbox's reach. G
 without system/global config, hooks or fsmonitor, and diffs without external diff drivers.
 
 Only test runs execute model-editable code, and only inside the sandbox, through
-`envs.swe.testrunner` (standard library only, so pytest is not needed). Per workspace the
-cost is a few small files and four git processes; the sandbox (a uid and a chown) is created
-on the first test run.
+`envs.swe.testrunner` (standard library only, so pytest is not needed), which runs each test
+file in a fresh interpreter behind an audit guard (`envs.swe.testchild`, `envs.swe.testguard`). Grading resets test files and
+hook or compiled files a patch brings (`envs.swe.grading`) and, these repositories being tiny
+and pure, vetoes any patch the diff scan flags (`LocalRuntime.scan_veto`); `envs.swe`'s
+docstring has the threat model. Per workspace the cost is a few small files and four git
+processes; the sandbox (a uid and a chown) is created on the first test run.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ import weakref
 from pathlib import Path, PurePosixPath
 
 from envs.sandbox import Sandbox, SandboxLimits
-from envs.swe import testrunner
+from envs.swe import testchild, testguard, testrunner
+from envs.swe.grading import TEST_DIRS, parse_status
 from envs.swe.instance import SWEInstance
 from envs.swe.runtime import CommandResult, Runtime, RuntimeUnavailable, Workspace
 
@@ -120,17 +124,20 @@ async def commit_base(git_dir: Path, work_tree: Path) -> str:
     return (await _git_ok(git_dir, work_tree, "rev-parse", "HEAD")).strip()
 
 
-@functools.lru_cache(maxsize=1)
-def _runner_source() -> str:
-    """The test runner's source, passed to `python -c` (nothing to copy into the sandbox)."""
-    return Path(testrunner.__file__).read_text(encoding="utf-8")
+@functools.lru_cache(maxsize=3)
+def _source(module) -> str:
+    """A runner module's source, passed to `python -c` (nothing to copy into the sandbox)."""
+    return Path(module.__file__).read_text(encoding="utf-8")
 
 
 def _valid_test_id(test_id: str) -> bool:
     """`path/to/test_x.py::name` with a relative path that stays inside the repository."""
     path, sep, name = test_id.partition("::")
     parts = PurePosixPath(path).parts
-    return bool(sep and name and path.endswith(".py") and parts and parts[0] != "/" and ".." not in parts)
+    plain = "\0" not in test_id and "\n" not in test_id  # the runner's child request is NUL-separated
+    return bool(
+        plain and sep and name and path.endswith(".py") and parts and parts[0] != "/" and ".." not in parts
+    )
 
 
 def _remove_nested_git(root: Path) -> None:
@@ -170,6 +177,8 @@ class LocalWorkspace(Workspace):
         """Why each test of the last `run_tests` failed (e.g. 'tests/t.py:7: assert ... -> AssertionError')."""
         self.last_log = ""
         """The sandbox's report of the last test run when it was cut (limit hit) or crashed."""
+        self.last_tamper: dict[str, str] = {}
+        """What the runner's guard caught in the last `run_tests`, by test id."""
         self._sandbox: Sandbox | None = None
         self._closed = False
         self._finalizer = weakref.finalize(self, shutil.rmtree, tmp, True)  # if never closed
@@ -262,15 +271,50 @@ class LocalWorkspace(Workspace):
             self._sandbox = await asyncio.to_thread(Sandbox, self.limits, self.root)
         nonce = secrets.token_hex(16)
         request = {"nonce": nonce, "ids": valid, "per_test_seconds": self.per_test_seconds}
+        request["child"] = _source(testguard) + "\n" + _source(testchild)  # one program, guard first
+        # -S: no site module, so no .pth file or site/user customisation runs before the runner
         res = await self._sandbox.arun(
-            [sys.executable, "-I", "-B", "-c", _runner_source()], stdin=json.dumps(request)
+            [sys.executable, "-I", "-S", "-B", "-c", _source(testrunner)], stdin=json.dumps(request)
         )
         cut = res.killed_reason or (f"exit code {res.returncode}" if res.returncode else "")
         self.last_log = res.as_observation() if cut else ""
         found, details = testrunner.parse_events(res.stdout, nonce, valid, cut)
         self.last_details.update(details)
+        self.last_tamper = testrunner.parse_tamper(res.stdout, nonce)
         merged = {**outcomes, **found}
         return {t: merged[t] for t in ids}
+
+    async def changed_paths(self) -> list[str]:
+        """Modified, deleted and new files, ignored ones included (the copy starts from the
+        base files alone, so an ignored file, e.g. a .pyc, came from a patch or a test run)."""
+        if self._closed:
+            raise RuntimeError("this workspace is closed")
+        _remove_nested_git(self.root)
+        status = await _git_ok(
+            self.git_dir, self.root, "status", "--porcelain=v1", "-z", "--no-renames",
+            "--untracked-files=all", "--ignored=matching",
+        )  # fmt: skip
+        return parse_status(status)
+
+    async def reset_paths(self, paths: list[str]) -> None:
+        """Files of the base commit get their base content back; the others are deleted (first,
+        so that a symlink standing where a base directory was is gone before the checkout)."""
+        if self._closed:
+            raise RuntimeError("this workspace is closed")
+        tree = await _git_ok(self.git_dir, self.root, "ls-tree", "-r", "-z", "--name-only", "HEAD")
+        base = set(tree.split("\0"))
+        root = self.root.resolve()
+        for rel in sorted(set(paths) - base):
+            path = self.root / rel
+            if not path.parent.resolve().is_relative_to(root):
+                continue  # never created by `git apply`, which refuses to write through a symlink
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            elif path.is_symlink() or path.exists():
+                path.unlink()
+        restore = sorted(set(paths) & base)
+        if restore:
+            await _git_ok(self.git_dir, self.root, "--literal-pathspecs", "checkout", "HEAD", "--", *restore)
 
     async def close(self) -> None:
         """Stop the sandbox (kills leftovers, frees its uid) and delete the copy. Idempotent."""
@@ -287,6 +331,8 @@ class LocalRuntime(Runtime):
     generated ones (no Docker, no network)."""
 
     name = "local"
+    scan_veto = True  # swe-mini/swe-synth fixes are one-line edits of small pure functions
+    test_dirs = TEST_DIRS
 
     def __init__(self, limits: SandboxLimits = DEFAULT_LIMITS, per_test_seconds: float = 4.0) -> None:
         """`limits`: of each test run (sandbox); `per_test_seconds`: wall time of one test."""

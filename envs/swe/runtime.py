@@ -9,8 +9,11 @@ and runs tests only through this interface, so the same scaffold drives
 * `docker` (`envs.swe.docker_runtime`): the official SWE-bench image of a real instance.
 
 Grading follows SWE-bench: a fresh workspace at the base commit, the model's patch applied,
+the files it may not change reset to the base commit (the test patch's files, as the harness
+does, and test files, conftest/site hooks and compiled modules in general: `envs.swe.grading`),
 then the instance's `test_patch`, then the FAIL_TO_PASS and PASS_TO_PASS tests run; the
-instance is resolved when all of them succeed (`envs.swe.instance.is_resolved`).
+instance is resolved when all of them succeed (`envs.swe.instance.is_resolved`) and nothing
+points to tampering (`PatchGrade.tamper`; the threat model is in `envs.swe`'s docstring).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from envs.swe.grading import TEST_DIRS_REAL, protected, scan_patch, split_patch
 from envs.swe.instance import SWEInstance, harness_tests_status, is_resolved
 
 
@@ -45,6 +49,10 @@ class PatchGrade:
     tests: dict[str, str] = field(default_factory=dict)  # test id -> PASSED/FAILED/ERROR/SKIPPED
     tests_status: dict = field(default_factory=dict)  # the harness's FAIL_TO_PASS/PASS_TO_PASS split
     log: str = ""
+    tamper: list[str] = field(default_factory=list)
+    """Signs of tampering: findings of the diff scan and of the test runner's guard."""
+    reset: list[str] = field(default_factory=list)
+    """Files of the model patch that grading reset to the base commit (tests, hooks, compiled)."""
 
 
 class Workspace(ABC):
@@ -82,11 +90,25 @@ class Workspace(ABC):
     async def close(self) -> None:
         """Delete the working copy and stop whatever runs it. Idempotent."""
 
+    async def changed_paths(self) -> list[str]:
+        """Paths that differ from the base commit (modified, deleted or new), for grading; files
+        the copy had before the patch but git ignores may be left out."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list its changes")
+
+    async def reset_paths(self, paths: list[str]) -> None:
+        """Put each path back as at the base commit (its base content, or no file at all)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot reset files")
+
 
 class Runtime(ABC):
     """Opens workspaces for instances and grades patches the SWE-bench way."""
 
     name: ClassVar[str]
+    scan_veto: ClassVar[bool] = False
+    """Whether any finding of the diff scan (`envs.swe.grading.scan_patch` with its source
+    patterns) means no reward: right for tiny repositories whose fixes never need those names."""
+    test_dirs: ClassVar[frozenset[str]] = TEST_DIRS_REAL
+    """Directory names whose files count as tests (reset before grading)."""
 
     @abstractmethod
     def check(self, instance: SWEInstance) -> None:
@@ -97,17 +119,37 @@ class Runtime(ABC):
         """A fresh working copy of `instance` at its base commit."""
 
     async def grade(self, instance: SWEInstance, patch: str) -> PatchGrade:
-        """Resolved or not: fresh workspace, model `patch`, then `evaluate` (test_patch and the
-        FAIL_TO_PASS + PASS_TO_PASS tests)."""
+        """Resolved or not: fresh workspace, model `patch`, protected files reset, then
+        `evaluate` (test_patch and the FAIL_TO_PASS + PASS_TO_PASS tests)."""
+        findings = scan_patch(patch, sources=self.scan_veto, dirs=self.test_dirs)
         workspace = await self.open(instance)
         try:
             if patch.strip():
                 applied = await workspace.apply_patch(patch)
                 if applied.returncode != 0:
-                    return PatchGrade(resolved=False, applied=False, log=applied.output)
-            return await self.evaluate(workspace, instance)
+                    return PatchGrade(resolved=False, applied=False, log=applied.output, tamper=findings)
+            reset = await self.reset_protected(workspace, instance, patch)
+            if findings and self.scan_veto:  # the tests would prove nothing: not even run
+                log = "not graded: the patch uses what only tampering needs here: " + "; ".join(findings)
+                return PatchGrade(resolved=False, applied=True, log=log, tamper=findings, reset=reset)
+            grade = await self.evaluate(workspace, instance)
+            grade.tamper, grade.reset = [*findings, *grade.tamper], reset
+            grade.resolved = grade.resolved and not (grade.tamper and self.scan_veto)
+            return grade
         finally:
             await workspace.close()
+
+    async def reset_protected(self, workspace: Workspace, instance: SWEInstance, patch: str) -> list[str]:
+        """Reset what the model patch changed among protected paths (`envs.swe.grading`): the
+        paths the workspace reports changed and those the patch's headers name (which catches
+        files git ignores). Returns them, sorted."""
+        test_patch_paths = frozenset(split_patch(instance.test_patch))
+        named = {p for p in split_patch(patch) if p != ".." and not p.startswith(("/", "../"))}
+        changed = set(await workspace.changed_paths()) | named
+        paths = sorted(p for p in changed if protected(p, test_patch_paths, self.test_dirs))
+        if paths:
+            await workspace.reset_paths(paths)
+        return paths
 
     async def evaluate(self, workspace: Workspace, instance: SWEInstance) -> PatchGrade:
         """The verdict on a workspace whose model patch is applied: `test_patch`, then the
@@ -121,4 +163,7 @@ class Runtime(ABC):
                 )
         tests = await workspace.run_tests([*instance.fail_to_pass, *instance.pass_to_pass])
         status = harness_tests_status(tests, instance.fail_to_pass, instance.pass_to_pass)
-        return PatchGrade(resolved=is_resolved(status), applied=True, tests=tests, tests_status=status)
+        tamper = [f"{t}: {why}" for t, why in getattr(workspace, "last_tamper", {}).items()]
+        return PatchGrade(
+            resolved=is_resolved(status), applied=True, tests=tests, tests_status=status, tamper=tamper
+        )

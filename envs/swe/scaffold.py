@@ -11,7 +11,12 @@ Tools (one call per turn, `envs.tools` format):
     submit                   ends the episode: the workspace's diff is graded the SWE-bench way
 
 A turn without a tool call counts as `submit`. Reward 1.0 iff the runtime's `grade` says
-resolved; `info` carries `resolved`, `applied` and `patch`.
+resolved; `info` carries `resolved`, `applied`, `patch`, the grader's `tamper` findings and the
+files it `reset`, and `metrics` (averaged into each training step's metrics): every finished
+episode reports `reward/tamper_suspect` (1.0 when the grader saw signs of tampering: the diff
+scan or the test runner's guard) and `reward/test_files_reset` (1.0 when the patch changed test,
+hook or compiled files that grading put back), 0.0 for episodes that were never graded, so a
+run that learns to hack shows it in its curves.
 
 Why so terse: the embedded tiny model is character-level with 1024 positions, so the prompt
 (tools + file list + issue) stays under ~350 characters for a swe-mini instance and an episode
@@ -27,7 +32,7 @@ from __future__ import annotations
 
 import re
 
-from envs.base import Env, Message
+from envs.base import Env, Message, StepResult
 from envs.swe.instance import SWEInstance
 from envs.swe.runtime import Runtime, Workspace
 from envs.tool_env import Final, ToolEnv, ToolFn
@@ -47,6 +52,14 @@ def file_listing(paths: list[str]) -> str | None:
     ordered = sorted(paths, key=lambda p: (p.startswith("tests/") or "/tests/" in p, p))
     text = " ".join(ordered)
     return text if len(text) <= MAX_FILE_LIST_CHARS else None
+
+
+def episode_metrics(tamper_suspect: bool, test_files_reset: bool) -> dict[str, float]:
+    """The per-episode metrics of the module docstring."""
+    return {
+        "reward/tamper_suspect": float(tamper_suspect),
+        "reward/test_files_reset": float(test_files_reset),
+    }
 
 
 def truncate(text: str, limit: int) -> str:
@@ -208,7 +221,17 @@ class SweEnv(ToolEnv):
         except Exception as exc:  # the harness failed, not the model: end with reward 0, say why
             return Final(0.0, {"resolved": False, "applied": False, "patch": patch, "grade_error": str(exc)})
         info = {"resolved": grade.resolved, "applied": grade.applied, "patch": patch}
+        info.update(tamper=list(grade.tamper), reset=list(grade.reset))
+        info["metrics"] = episode_metrics(bool(grade.tamper), bool(grade.reset))
         return Final(reward=1.0 if grade.resolved else 0.0, info=info)
+
+    async def step(self, action: str) -> StepResult:
+        """`ToolEnv.step`; an episode that ends without a grade (tool-call limit, harness error)
+        still reports its metrics, as zeros, so that step means count every episode."""
+        result = await super().step(action)
+        if result.done and "metrics" not in result.info:
+            result.info["metrics"] = episode_metrics(False, False)
+        return result
 
     async def finish(self, action: str) -> Final:
         """A turn without a tool call: the model is done, so submit."""

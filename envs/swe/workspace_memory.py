@@ -153,6 +153,18 @@ class InMemoryWorkspace(Workspace):
         paths = sorted(set(self.base) | set(self.files))
         return "".join(file_diff(p, self.base.get(p), self.files.get(p)) for p in paths)
 
+    async def changed_paths(self) -> list[str]:
+        """Paths whose text differs from the base state (modified, deleted, new)."""
+        return sorted(p for p in set(self.base) | set(self.files) if self.base.get(p) != self.files.get(p))
+
+    async def reset_paths(self, paths: list[str]) -> None:
+        """Back to the base text, or gone when the base has no such file."""
+        for path in paths:
+            if path in self.base:
+                self.files[path] = self.base[path]
+            else:
+                self.files.pop(path, None)
+
     async def close(self) -> None:
         """Nothing to release; marks the workspace closed (idempotent)."""
         self.closed = True

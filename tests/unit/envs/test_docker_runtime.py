@@ -16,6 +16,7 @@ import pytest
 from envs.swe.docker_runtime import (
     GIT_APPLY_CMDS,
     MISSING_EXTRA,
+    RESET_SCRIPT,
     DockerRuntime,
     SwebenchHarness,
 )
@@ -55,6 +56,20 @@ class FakeContainer:
             text = self.files.get(cmd[2])
             return self._result(0, text) if text is not None else self._result(1, "cat: No such file")
         if cmd[:2] == ["mkdir", "-p"]:
+            return self._result(0, "")
+        if cmd[:2] == ["git", "status"]:  # porcelain -z of what differs from the base
+            changed = sorted(p for p in {*self.base, *self.files} if self.base.get(p) != self.files.get(p))
+            codes = {
+                p: " M" if p in self.base and p in self.files else " D" if p in self.base else "??"
+                for p in changed
+            }
+            return self._result(0, "".join(f"{codes[p]} {p}\0" for p in changed))
+        if cmd[:2] == ["/bin/bash", "-c"] and cmd[3:4] == ["reset"]:  # RESET_SCRIPT on cmd[4:]
+            for path in cmd[4:]:
+                if path in self.base:
+                    self.files[path] = self.base[path]
+                else:
+                    self.files.pop(path, None)
             return self._result(0, "")
         if cmd[:2] == ["git", "grep"]:
             hits = [f"{p}:{n}:{ln}" for p, t in self.files.items() for n, ln in enumerate(t.splitlines(), 1)]
@@ -211,6 +226,27 @@ def test_grade_resolved_follows_the_harness_flow():
     assert container.files["calc.py"] == FIXED and container.removed == 1
     assert [a[:2] for a in container.archives] == [("/tmp", "patch.diff"), ("/", "eval.sh")]
     assert container.execs[-1] == ["timeout", "60", "/bin/bash", "/eval.sh"]
+
+
+def test_grade_resets_test_files_and_hooks_before_the_eval_script():
+    # issue 23: the eval script resets only the test patch's files; a model patch that also
+    # edits the tests, adds a conftest.py and a test helper must not bring them into grading
+    rt, client = runtime({"/eval.sh": (0, eval_log((F2P, "PASSED"), (P2P, "PASSED")))})
+    patch = file_diff("calc.py", CALC, FIXED) + file_diff("tests/test_calc.py", "def test_add(): ...\n", "")
+    patch += file_diff("conftest.py", None, "import os\n") + file_diff("tests/helpers.py", None, "x = 1\n")
+    grade = asyncio.run(rt.grade(make_instance(), patch))
+    (container,) = client.started
+    assert grade.reset == ["conftest.py", "tests/helpers.py", "tests/test_calc.py"]
+    assert grade.tamper == ["conftest.py: a file Python or pytest runs unasked"]  # reported, not vetoed
+    assert grade.resolved and container.files == {
+        "calc.py": FIXED,
+        "tests/test_calc.py": "def test_add(): ...\n",
+    }
+    reset = next(i for i, c in enumerate(container.execs) if c[3:4] == ["reset"])
+    assert (
+        container.execs[reset][:3] == ["/bin/bash", "-c", RESET_SCRIPT] and reset < len(container.execs) - 1
+    )
+    assert container.execs[-1] == ["timeout", "60", "/bin/bash", "/eval.sh"]  # the eval script runs after
 
 
 def test_grade_unresolved_when_a_test_fails_or_is_missing():
