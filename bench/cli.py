@@ -63,10 +63,11 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     from benchmarks.registry import UnknownBenchmarkError
     from envs.registry import UnknownTaskError
     from results.evals import EvalStoreError
+    from results.report import ReportError
     from results.rundir import RunDirError
 
     return (UsageError, RegistryError, UnknownTaskError, UnknownBenchmarkError, BenchmarkDataError, RunDirError,
-            EvalStoreError)  # fmt: skip
+            EvalStoreError, ReportError)  # fmt: skip
 
 
 if __name__ == "__main__":

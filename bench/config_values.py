@@ -5,6 +5,7 @@ so that a bad value is answered before torch is imported."""
 from __future__ import annotations
 
 import difflib
+import json
 import tomllib
 import types
 import typing
@@ -74,11 +75,20 @@ def parse_set_options(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def load_toml(path: str | Path) -> dict[str, Any]:
-    """Read a run config TOML file (`[algo]` and `[task]` tables become algo_args/task_args)."""
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a run config file: TOML (`[algo]` and `[task]` tables become algo_args/task_args) or
+    JSON (a run's config.json, so `--config runs/x/config.json` repeats a run's settings)."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"--config: file not found: {path}")
+    if path.suffix == ".json":
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--config {path}: invalid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise UsageError(f"--config {path}: expected a JSON object of config fields")
+        return data
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:

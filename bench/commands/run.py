@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench.commands import add_plugin_option, load_plugins
 from bench.config import RunConfig, build_config, flag_fields
-from bench.config_values import load_toml, parse_set_options
+from bench.config_values import load_config_file, parse_set_options
 from bench.errors import UsageError
 
 
@@ -36,8 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="run directory to create (default: runs/<algo>-<task>-s<seed>-<time>)")
     p.add_argument(
         "--config",
-        metavar="FILE.toml",
-        help="TOML file of config fields ([algo] and [task] tables for algorithm fields and task arguments)",
+        metavar="FILE.toml|FILE.json",
+        help="config fields from a TOML file ([algo] and [task] tables for algorithm fields and task "
+        "arguments) or a JSON one (e.g. another run's config.json, to repeat its settings)",
     )
     p.add_argument(
         "--set",
@@ -60,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def override_layers(args: argparse.Namespace) -> list[dict]:
     """The config layers the command line gives, lowest first: --config, flags, --set."""
     flags = {f["name"]: getattr(args, f["name"]) for f in flag_fields()}
-    file_layer = load_toml(args.config) if args.config else {}
+    file_layer = load_config_file(args.config) if args.config else {}
     return [file_layer, {k: v for k, v in flags.items() if v is not None}, parse_set_options(args.set)]
 
 

@@ -3,7 +3,8 @@ traceback, in seconds (before any model loads or any run dir is made).
 
 `{file}` is an existing regular file, `{run}` a run directory (config.json, never trained),
 `{locked}` a run directory that this test process holds the lock of, `{empty}` an empty
-directory and `{finished}` an eval dir holding a finished `arith` evaluation of other settings.
+directory, `{finished}` an eval dir holding a finished `arith` evaluation of other settings and
+`{other}` a comparison directory of other settings (never run).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from results.rundir import RunDir
+from sweeps.grid import Arm, ComparisonSpec, EvalPlan
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,6 +64,39 @@ EVAL = [
      "holds a finished evaluation with other settings (benchmark, data_hash"),
 ]  # fmt: skip
 
+B = ["--budget", "trajectories=64"]
+COMPARE = [
+    (["--algos", "sao,grpx", *B], "unknown algorithm 'grpx'; did you mean 'grpo'?"),
+    (["--algos", "sao,ppo:vap", *B], "unknown preset 'vap' for ppo; valid presets: vapo"),
+    (["--algos", "sao,sao", *B], "--algos names the arm 'sao' twice"),
+    (["--algos", "{file}.toml", *B], "--algos {file}.toml: file not found"),
+    (
+        ["--algos", "sao", "--budget", "steps=5"],
+        "--budget 'steps=5': expected one of trajectories=N, tokens=N",
+    ),
+    (["--algos", "sao", "--budget", "tokens=0"], "--budget 'tokens=0': must be a positive number"),
+    (["--algos", "sao", *B, "--eval-bench", "aith"], "unknown benchmark 'aith'; did you mean 'arith'?"),
+    (["--algos", "sao", *B, "--select", "best-on=arith"], "arith is also a reported benchmark"),
+    (["--algos", "sao", *B, "--select", "last"], "--select 'last': expected 'final' or 'best-on=BENCH'"),
+    (["--algos", "sao", *B, "--seeds", "0"], "--seeds must be >= 1, got 0"),
+    (["--algos", "sao", *B, "--set", "seed=3"], "--set seed: set by bench compare itself"),
+    (
+        ["--algos", "grpo", *B, "--set", "trajectories_per_step=12"],
+        "not a multiple of grpo's rollouts per prompt",
+    ),
+    (
+        ["--algos", "sao", *B, "--storage", "postgresql://u:pw@127.0.0.1:1/x"],
+        "--storage postgresql://u:***@127.0.0.1:1/x: cannot be used",
+    ),
+    (["--algos", "sao", *B, "--out", "{other}"], "holds a different comparison (bench compare --algos other"),
+]
+
+REPORT = [
+    (["{empty}"], "neither a comparison directory (comparison.json) nor a run directory (config.json)"),
+    (["{other}", "--format", "pdf"], "--format 'pdf': valid formats are md, csv, tex, html"),
+    (["{other}", "--baseline", "nope"], "--baseline 'nope' is not an arm here; arms: sao"),
+]
+
 PRETRAIN = [
     (["--task", "arit"], "did you mean 'arith'?"),
     (["--task", "math"], "task 'math' needs --set task.data=PATH"),
@@ -71,7 +106,17 @@ PRETRAIN = [
     (["--task", "arith", "--steps", "0", "--out", "{empty}/b"], "--steps must be >= 1"),
 ]  # fmt: skip
 
-CASES = [("run", *c) for c in RUN] + [("eval", *c) for c in EVAL] + [("pretrain", *c) for c in PRETRAIN]
+CASES = [
+    (command, *case)
+    for command, table in (
+        ("run", RUN),
+        ("eval", EVAL),
+        ("compare", COMPARE),
+        ("report", REPORT),
+        ("pretrain", PRETRAIN),
+    )
+    for case in table
+]
 
 
 @pytest.fixture(scope="module")
@@ -84,11 +129,16 @@ def places(tmp_path_factory):
     for name in ("run", "locked"):
         RunDir.create(root / name, _full_config(config), {})
     RunDir(root / "locked").lock()  # held by this process until the module's tests end
+    other = root / "other"  # a comparison of other settings
+    other.mkdir()
+    spec = ComparisonSpec("arith", (Arm("sao", "sao"),), (0,), ("trajectories", 8), EvalPlan(("arith",)))
+    (other / "comparison.json").write_text(json.dumps({"fingerprint": "other", **spec.to_json(),
+                                                       "command": "bench compare --algos other"}))  # fmt: skip
     finished = root / "finished"
     finished.mkdir()
     (finished / "arith.jsonl").write_text("{}\n")
     (finished / "arith.summary.json").write_text(json.dumps({"benchmark": "arith", "settings": {"k": 99}}))
-    yield {name: str(root / name) for name in ("file", "empty", "run", "locked", "finished")}
+    yield {name: str(root / name) for name in ("file", "empty", "run", "locked", "finished", "other")}
     RunDir(root / "locked").unlock()
 
 
@@ -102,10 +152,10 @@ def _full_config(overrides: dict) -> dict:
 @pytest.mark.parametrize("command, args, expected", CASES, ids=[f"{c[0]} {' '.join(c[1])}" for c in CASES])
 def test_bad_input_is_one_line_exit_2_in_seconds(command, args, expected, places, tmp_path):
     args = [a.format(**places) for a in args]
-    if command == "run" and "--resume" not in args and "--out" not in args:
+    if command in ("run", "compare") and "--resume" not in args and "--out" not in args:
         args += ["--out", str(tmp_path / "r")]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "BENCH_CACHE_DIR": str(tmp_path / "cache")}  # empty: no base
-    quiet = [] if command == "pretrain" else ["--no-progress"]
+    quiet = ["--no-progress"] if command in ("run", "eval") else []
     res = subprocess.run([sys.executable, "-m", "bench.cli", command, *args, *quiet],
                          capture_output=True, text=True, cwd=REPO, env=env, timeout=120)  # fmt: skip
     assert res.returncode == 2, (res.stdout, res.stderr)
@@ -113,7 +163,7 @@ def test_bad_input_is_one_line_exit_2_in_seconds(command, args, expected, places
     assert len(lines) == 1 and lines[0].startswith("bench: error: ") and "Traceback" not in res.stderr, (
         res.stderr
     )
-    assert expected in lines[0]
+    assert expected.format(**places) in lines[0]
     # before expensive work: no run dir, no base checkpoint
     assert not (tmp_path / "r").exists(), "a run dir was made before the input was checked"
     assert not (tmp_path / "cache").exists(), "a base checkpoint was made before the input was checked"

@@ -1,0 +1,223 @@
+"""Reading comparisons: a `bench compare` directory, or plain run directories, as tables.
+
+A comparison directory holds `comparison.json` (the spec: arms, seeds, budget, evaluation),
+`runs/<arm>-s<seed>/` (ordinary run directories), `status/<run>.json` (each run's outcome as
+its worker recorded it) and `logs/`. `load` turns one or several of them (or run directories)
+into a `Comparison` of pandas frames, which tables, figures and the HTML report are made of.
+Reads files only: no torch, no runtime, no scheduler.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from results.evals import read_records, read_summary
+from results.rundir import RunDir
+
+STATUS_DIR = "status"
+SPEC_FILE = "comparison.json"
+FINAL_EVAL_DIR = "final"  # runs/<run>/evals/final/<bench>.jsonl: the selected checkpoint's evaluation
+
+
+def arm_slug(name: str) -> str:
+    """An arm's name as a directory name (`ppo:vapo` -> `ppo_vapo`); a run is `<slug>-s<seed>`."""
+    return re.sub(r"[^A-Za-z0-9+._-]", "_", name)
+
+
+def read_status(out: Path, run: str) -> dict[str, Any] | None:
+    """The status record a worker wrote for `run` of the comparison in `out` (None: none yet)."""
+    path = Path(out) / STATUS_DIR / f"{run}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def select_checkpoint(run_dir: Path, select: str | None) -> tuple[Path | None, str]:
+    """(checkpoint to evaluate, the rule that chose it) by the comparison's selection rule:
+    None/"final" -> the newest intact checkpoint; "best-on=BENCH" -> the checkpoint of the step
+    whose in-training evaluation on BENCH scored highest (the earliest such step on ties)."""
+    run = RunDir(run_dir)
+    if select in (None, "final"):
+        checkpoint, _ = run.latest_intact_checkpoint()
+        if checkpoint is None:
+            return None, "no intact checkpoint to evaluate"
+        return checkpoint, f"final checkpoint ({checkpoint.name})"
+    bench = select.partition("=")[2]
+    key = f"eval/{bench}/avg_at_k"
+    scored = [
+        (r[key], -r["step"]) for r in run.read_metrics() if r.get(key) is not None and r.get("step", 0) > 0
+    ]
+    if not scored:
+        return None, f"no in-training evaluation on {bench} to select by"
+    score, neg_step = max(scored)
+    checkpoint = run.checkpoint_dir(-neg_step)
+    if not checkpoint.is_dir():
+        return None, f"the best step on {bench} ({-neg_step}) has no checkpoint"
+    return checkpoint, f"best on {bench} (step {-neg_step}, avg@k {score:.4f})"
+
+
+COLLAPSE_FRACTION = 0.5
+"""A run whose training reward over its last tenth of steps fell below this fraction of its best
+tenth is flagged `collapsed` (the paper's vanilla GRPO and VAPO runs collapse this way)."""
+
+
+def reward_collapsed(rewards: list[float | None]) -> bool:
+    """Whether the mean training reward of the last tenth of the steps is below
+    COLLAPSE_FRACTION of the best mean over any tenth (windows of at least 5 steps)."""
+    values = [r for r in rewards if r is not None]
+    window = max(5, len(values) // 10)
+    if len(values) < 2 * window:
+        return False
+    means = pd.Series(values).rolling(window).mean().dropna()
+    best, last = float(means.max()), float(means.iloc[-1])
+    return best > 0 and last < COLLAPSE_FRACTION * best
+
+
+@dataclass
+class Comparison:
+    """What `load` returns: the spec(s) and four frames.
+
+    - `runs`: one row per run: run, arm, seed, path, state, detail, stopped_by, steps and the
+      consumption (trajectories, generated_trajectories, generated_tokens, elapsed_s,
+      learner_s, critic_s, critic_share), selected checkpoint, config hash, commit;
+    - `metrics`: one row per (run, step) with every metric of metrics.jsonl (arm, seed, run);
+    - `records`: one row per final evaluation sample: arm, seed, run, benchmark, problem_id,
+      sample_index, correct;
+    - `summaries`: one row per (run, benchmark) of the final evaluation: avg_at_k, k,
+      n_problems, version, data_hash, sampling, seed, model.
+    """
+
+    specs: list[dict[str, Any]]
+    runs: pd.DataFrame
+    metrics: pd.DataFrame
+    records: pd.DataFrame
+    summaries: pd.DataFrame
+    sources: list[Path] = field(default_factory=list)
+
+    @property
+    def arms(self) -> list[str]:
+        """Arm names in the order the spec lists them (then any others, sorted)."""
+        listed = [a["name"] for spec in self.specs for a in spec.get("arms", [])]
+        seen = list(dict.fromkeys(listed + sorted(set(self.runs["arm"]) - set(listed))))
+        return [a for a in seen if a in set(self.runs["arm"])]
+
+    @property
+    def benchmarks(self) -> list[str]:
+        """Benchmarks of the final evaluation (spec order, then any others)."""
+        listed = [b for spec in self.specs for b in spec.get("eval", {}).get("benchmarks", [])]
+        found = sorted(set(self.summaries["benchmark"])) if len(self.summaries) else []
+        return list(dict.fromkeys(listed + found))
+
+    def timeline(self, run: str) -> list[dict[str, Any]]:
+        """The timeline.jsonl lines of one run."""
+        path = Path(self.runs.set_index("run").loc[run, "path"])
+        return RunDir(path).read_timeline()
+
+
+def load(paths: list[str | Path]) -> Comparison:
+    """Read comparison directories and/or run directories (module docstring). Arms are named
+    as the comparison names them (a plain run: `algo[:preset]`); when the runs are of several
+    tasks, `@task` is appended so that runs of different tasks never pool."""
+    specs, entries, rows, metrics, records, summaries = [], [], [], [], [], []
+    for source in map(Path, paths):
+        if (source / SPEC_FILE).exists():
+            spec = json.loads((source / SPEC_FILE).read_text())
+            specs.append(spec)
+            entries += _spec_runs(source, spec)
+        elif (source / "config.json").exists():
+            entries.append(_plain_run(source))
+        else:
+            raise ValueError(
+                f"{source}: neither a comparison directory ({SPEC_FILE}) nor a run directory (config.json)"
+            )
+    if len({e["task"] for e in entries}) > 1:  # runs of different tasks are never pooled into one arm
+        for e in entries:
+            e["arm"] = f"{e['arm']}@{e['task']}"
+    for entry in entries:
+        row, run_metrics, run_records, run_summaries = _read_run(entry)
+        rows.append(row)
+        metrics += run_metrics
+        records += run_records
+        summaries += run_summaries
+    return Comparison(specs, pd.DataFrame(rows), pd.DataFrame(metrics), pd.DataFrame(records),
+                      pd.DataFrame(summaries), [Path(p) for p in paths])  # fmt: skip
+
+
+def _spec_runs(out: Path, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every (arm, seed) of a comparison directory, started or not."""
+    entries = []
+    for arm in spec["arms"]:
+        for seed in spec["seeds"]:
+            run = f"{arm_slug(arm['name'])}-s{seed}"
+            status = read_status(out, run) or {"state": "pending"}
+            entries.append({"run": run, "arm": arm["name"], "seed": seed, "task": spec.get("task"),
+                            "path": out / "runs" / run, "status": status})  # fmt: skip
+    return entries
+
+
+def _plain_run(path: Path) -> dict[str, Any]:
+    """A run directory outside a comparison: its arm is `algo[:preset]`, its state from summary.json."""
+    config = RunDir(path).read_config()
+    arm = config["algo"] + (f":{config['algo_preset']}" if config.get("algo_preset") else "")
+    done = (path / "summary.json").exists()
+    return {"run": path.name, "arm": arm, "seed": config.get("seed", 0), "task": config.get("task"), "path": path,
+            "status": {"state": "finished" if done else "unfinished"}}  # fmt: skip
+
+
+def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list[dict]]:
+    """(runs row, metric rows, final eval record rows, final eval summary rows) of one run."""
+    path: Path = entry["path"]
+    ids = {"run": entry["run"], "arm": entry["arm"], "seed": entry["seed"]}
+    status = entry["status"]
+    row: dict[str, Any] = {**ids, "path": str(path), "state": status.get("state"),
+                           "detail": status.get("detail", ""), "attempts": status.get("attempts", 0)}  # fmt: skip
+    if not (path / "config.json").exists():
+        return row, [], [], []
+    run = RunDir(path)
+    config = run.read_config()
+    row["config_hash"] = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+    env = json.loads((path / "env.json").read_text()) if (path / "env.json").exists() else {}
+    row["commit"] = env.get("git_commit")
+    summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").exists() else {}
+    row.update(stopped_by=summary.get("stopped_by"), wall_s=summary.get("wall_s"),
+               nonfinite_skipped=summary.get("nonfinite_skipped"))  # fmt: skip
+    metric_rows = [{**ids, **m} for m in run.read_metrics()]
+    last = metric_rows[-1] if metric_rows else {}
+    consumption = summary.get("consumption") or {
+        k.removeprefix("budget/"): v for k, v in last.items() if k.startswith("budget/")
+    }
+    for key in (
+        "trajectories",
+        "generated_trajectories",
+        "generated_tokens",
+        "elapsed_s",
+        "learner_s",
+        "critic_s",
+    ):
+        row[key] = consumption.get(key)
+    learner_s, critic_s = row.get("learner_s") or 0, row.get("critic_s") or 0
+    row["critic_share"] = critic_s / learner_s if learner_s else None
+    row["steps"] = max((m.get("step", 0) for m in metric_rows), default=0)
+    row["collapsed"] = reward_collapsed([m.get("reward/mean") for m in metric_rows if m.get("step", 0) > 0])
+    row["stale_dropped"] = sum(m.get("rollout/stale_dropped") or 0 for m in metric_rows)
+    final = path / "evals" / FINAL_EVAL_DIR
+    selected = final / "selected.json"
+    row["selected"] = json.loads(selected.read_text()).get("rule") if selected.exists() else None
+    records, summaries = [], []
+    for summary_path in sorted(final.glob("*.summary.json")) if final.is_dir() else []:
+        s = read_summary(summary_path)
+        bench = s["benchmark"]
+        summaries.append({**ids, "benchmark": bench, "avg_at_k": s["avg_at_k"], "k": s["k"],
+                          "n_problems": s["n_problems"], "version": s.get("version"),
+                          "data_hash": s.get("provenance", {}).get("data_hash"),
+                          "sampling": json.dumps(s.get("provenance", {}).get("sampling", {}), sort_keys=True),
+                          "eval_seed": s.get("seed"), "model": s.get("provenance", {}).get("model")})  # fmt: skip
+        for r in read_records(final / f"{bench}.jsonl"):
+            records.append({**ids, "benchmark": bench, "problem_id": r["problem_id"],
+                            "sample_index": r["sample_index"], "correct": bool(r["correct"])})  # fmt: skip
+    return row, metric_rows, records, summaries

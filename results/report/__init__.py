@@ -1,0 +1,150 @@
+"""`bench report`: a comparison's tables, figures and index.html, made from run directories
+and evaluation records only.
+
+    write_report([comparison_dir], out_dir)  ->  out_dir/{tables/, figures/, index.html}
+
+Tables (`results.report.tables`) in Markdown, CSV and LaTeX; figures
+(`results.report.figures`) in PNG and SVG; one self-contained index.html
+(`results.report.html`) with the tables, every figure, the budget, the provenance and the
+commands that reproduce it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from results.comparison import Comparison, load
+from results.report import tables as T
+from results.report.render import write_table
+from results.tables import format_table
+
+FORMATS = ("md", "csv", "tex", "html")
+
+
+class ReportError(ValueError):
+    """A report that cannot be made as asked (one-line message)."""
+
+
+@dataclass
+class ReportPaths:
+    """What `write_report` made."""
+
+    comparison: Comparison
+    table_text: str
+    index_html: Path | None
+    files: list[Path] = field(default_factory=list)
+
+
+def write_report(
+    dirs: list[Path],
+    out: Path,
+    baseline: str | None = None,
+    formats: list[str] | tuple = FORMATS,
+    n_boot: int = 10000,
+) -> ReportPaths:
+    """Load `dirs` (comparison or run directories), compute every table, write them (and the
+    figures and index.html with "html" in `formats`) into `out`."""
+    comparison = load(dirs)
+    arms = comparison.arms
+    if not arms:
+        raise ReportError(f"{', '.join(map(str, dirs))}: no runs to report")
+    if baseline is not None and baseline not in arms:
+        raise ReportError(f"--baseline {baseline!r} is not an arm here; arms: {', '.join(arms)}")
+    baseline = baseline or ("grpo" if "grpo" in arms else arms[0])
+    matrices = T.score_matrices(comparison)
+    scores = T.final_scores(comparison, matrices, n_boot)
+    diffs = T.differences(comparison, matrices, baseline, n_boot)
+    sections = _sections(comparison, scores, diffs, baseline, n_boot)
+    out.mkdir(parents=True, exist_ok=True)
+    files: list[Path] = []
+    for name, (heading, caption, df) in sections.items():
+        files += write_table(
+            df, out / "tables", name, f"{heading}: {caption}", [f for f in formats if f != "html"]
+        )
+    provenance = _provenance(comparison)
+    files.append(out / "provenance.json")
+    files[-1].write_text(json.dumps(provenance, indent=2, default=str) + "\n")
+    index = None
+    if "html" in formats:
+        index = _write_html(comparison, out, sections, scores, provenance)
+        files.append(index)
+    headline = T.headline(scores, diffs)
+    text = (
+        format_table(headline.to_dict("records"), list(headline.columns))
+        if len(headline)
+        else "(no evaluations yet)"
+    )
+    return ReportPaths(comparison, _budget_line(comparison) + "\n" + text, index, files)
+
+
+def _sections(comparison, scores, diffs, baseline, n_boot) -> dict[str, tuple[str, str, pd.DataFrame]]:
+    """name -> (heading, caption, table) of every table of the report, in reading order."""
+    sections = {
+        "scores": ("Final scores", "Mean avg@k over seeds (%), 95% CI by a two-level bootstrap over seeds and "
+                   "problems; n problems x k samples per run", scores),
+        "differences": (f"Differences vs {baseline}", f"Each arm minus {baseline} (points of %), paired by seed "
+                        "and problem, 95% CI and p-value; verdict at 95%; poi = probability of improvement across "
+                        "seeds", diffs),
+        "aggregate": ("Aggregate", "Interquartile mean across seeds and benchmarks (%), 95% CI resampling seeds",
+                      T.aggregate(comparison, n_boot)),
+        "per_seed": ("Every run's score", "avg@k of every run (%), failed and stopped runs included",
+                     T.per_seed_scores(comparison)),
+        "budget": ("Budget and consumption", f"{_budget_line(comparison)}; what each arm consumed: mean "
+                   "[min, max] over its runs", T.budget_table(comparison)),
+        "runs": ("Runs", "Every run: outcome, what stopped it, reward collapse, consumption, evaluated checkpoint",
+                 T.runs_table(comparison)),
+    }  # fmt: skip
+    for i, (title, df) in enumerate(T.paper_tables(scores)):
+        sections[f"paper_{i + 1}"] = (title, "The paper's layout: its numbers beside this harness's", df)
+    return sections
+
+
+def _budget_line(comparison: Comparison) -> str:
+    budgets = {f"{s['budget']['kind']}={s['budget']['amount']}" for s in comparison.specs if "budget" in s}
+    return "budget " + (", ".join(sorted(budgets)) if budgets else "as each run was configured")
+
+
+def _provenance(comparison: Comparison) -> dict[str, Any]:
+    """Commits, config hashes, benchmark versions and data hashes, sampling, seeds, commands."""
+    runs, summaries = comparison.runs, comparison.summaries
+    by_arm = {arm: sorted(set(runs.loc[runs["arm"] == arm, "config_hash"].dropna())) for arm in comparison.arms} \
+        if "config_hash" in runs else {}  # fmt: skip
+    benches = []
+    if len(summaries):
+        for bench, group in summaries.groupby("benchmark"):
+            benches.append({"benchmark": bench, "versions": sorted(set(group["version"].dropna())),
+                            "data_hashes": sorted(set(group["data_hash"].dropna())),
+                            "sampling": sorted(set(group["sampling"])), "eval_seeds": sorted(set(group["eval_seed"])),
+                            "k": sorted(set(group["k"])), "n_problems": sorted(set(group["n_problems"]))})  # fmt: skip
+    commands = [s.get("command") for s in comparison.specs if s.get("command")]
+    commands.append("bench report " + " ".join(str(p) for p in comparison.sources))
+    return {
+        "commits": sorted(set(runs["commit"].dropna())) if "commit" in runs else [],
+        "config_hashes_by_arm": by_arm,
+        "benchmarks": benches,
+        "specs": comparison.specs,
+        "commands": commands,
+    }
+
+
+def _write_html(comparison, out, sections, scores, provenance) -> Path:
+    from results.report.figures import write_figures
+    from results.report.html import table_html, write_index
+    from results.report.render import cell
+
+    figures = write_figures(comparison, out / "figures", scores if len(scores) else None)
+    intro = [
+        f"{len(comparison.arms)} arms ({', '.join(comparison.arms)}), {len(comparison.runs)} runs; "
+        f"{_budget_line(comparison)}.",
+        "Every number and figure here is computed from the run directories by `bench report`.",
+    ]
+    html_sections = [
+        (heading, table_html(df, caption, format_cell=cell)) for heading, caption, df in sections.values()
+    ]
+    return write_index(out, title="Comparison report", intro=intro, sections=html_sections, figures=figures,
+                       provenance=provenance, commands=provenance["commands"])  # fmt: skip

@@ -1,0 +1,135 @@
+"""`results.report.html`: index.html from synthetic runs, checked as text and rendered in real
+headless Chromium (every image decodes, every table is there; skipped without Chromium)."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from results.comparison import load
+from results.report.figures import write_figures
+from results.report.html import table_html, write_index
+from results.report.plotting import Figure
+
+from .synthetic_runs import final_scores_frame
+
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+PROBE = """<script>
+window.addEventListener("load", function () {
+  var images = Array.from(document.images).map(function (i) {
+    return {src: i.getAttribute("src"), complete: i.complete, width: i.naturalWidth, height: i.naturalHeight};
+  });
+  var tables = Array.from(document.querySelectorAll("table")).map(function (t) {
+    return {id: t.id, caption: t.caption ? t.caption.textContent : null, rows: t.rows.length};
+  });
+  var out = document.createElement("pre");
+  out.id = "probe-result";
+  out.textContent = JSON.stringify({title: document.title, images: images, tables: tables,
+    figures: document.querySelectorAll("figure").length});
+  document.body.appendChild(out);
+});
+</script>
+"""
+
+
+def render(index: Path, profile: Path) -> dict:
+    """Load `index` (a copy with the PROBE script added) in headless Chromium after the load
+    event, i.e. once every image has loaded or failed, and return what PROBE found."""
+    probe = index.with_name("probe.html")
+    probe.write_text(index.read_text().replace("</body>", PROBE + "</body>"))
+    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+               f"--user-data-dir={profile}", "--dump-dom", probe.as_uri()]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    found = re.search(r'<pre id="probe-result">(.*?)</pre>', done.stdout, re.S)
+    assert found, f"no probe result (rc {done.returncode}): {done.stderr[-2000:]}"
+    return json.loads(html.unescape(found.group(1)))
+
+
+def _report(dirs: list[Path], out: Path) -> tuple[Path, list[Figure]]:
+    """Figures and index.html the way `bench report` makes them, with two tables."""
+    comparison = load(dirs)
+    figures = write_figures(comparison, out / "figures", final_scores_frame())
+    scores = final_scores_frame()
+    runs = comparison.runs[["run", "arm", "seed", "state", "steps", "trajectories"]]
+    sections = [("Final scores", table_html(scores, "Final scores (mean and 95% CI over seeds)")),
+                ("Runs", table_html(runs, "Runs and their consumption"))]  # fmt: skip
+    index = write_index(out, title="Comparison <arith> & drift", intro=["Synthetic runs: 3 arms x 2 seeds."],
+                        sections=sections, figures=figures, provenance={"commit": "0" * 40, "seeds": [0, 1]},
+                        commands=["bench report cmp --out report"])  # fmt: skip
+    return index, figures
+
+
+def test_table_html_escapes_cells_formats_numbers_and_carries_its_caption():
+    df = pd.DataFrame(
+        {"arm": ["<b>sao</b>", "grpo & co"], "mean": [0.123456, np.nan], "tokens": [12345.6, 3.0]}
+    )
+    text = table_html(df, "Scores <final> & more")
+    assert "<caption>Scores &lt;final&gt; &amp; more</caption>" in text
+    assert "&lt;b&gt;sao&lt;/b&gt;" in text and "grpo &amp; co" in text and "<b>" not in text
+    assert ">0.1235<" in text and ">12,346<" in text and ">3<" in text and "\u2013" in text
+    assert '<table class="data" id="table-scores-final-more">' in text
+    assert '<th>arm</th><th class="num">mean</th>' in text and '<td class="num">0.1235</td>' in text
+
+
+def test_table_html_can_show_the_index_and_joins_multiindex_column_names():
+    df = pd.DataFrame({("score", "mean"): [0.5], ("score", "n"): [3]}, index=pd.Index(["sao"], name="arm"))
+    text = table_html(df, "t", index=True, table_id="x")
+    assert '<th>arm</th><th class="num">score / mean</th><th class="num">score / n</th>' in text
+    assert "<td>sao</td>" in text and '<td class="num">3</td>' in text and 'id="x"' in text
+
+
+def test_table_html_writes_cells_with_the_callers_formatter():
+    df = pd.DataFrame({"arm": ["sao"], "mean": [0.5625], "p_value": [0.0001]})
+    percent = {"mean"}
+
+    def cell(value, column):
+        if column in percent:
+            return f"{100 * value:.1f}"
+        return "<0.001" if column == "p_value" and value < 0.001 else str(value)
+
+    text = table_html(df, "t", format_cell=cell)
+    assert '<td class="num">56.2</td>' in text and '<td class="num">&lt;0.001</td>' in text
+
+
+def test_index_escapes_text_links_figures_relatively_and_needs_no_script_or_network(synthetic_dirs, tmp_path):
+    index, figures = _report(synthetic_dirs, tmp_path / "report")
+    text = index.read_text()
+    assert "<title>Comparison &lt;arith&gt; &amp; drift</title>" in text
+    assert "<script" not in text and "http://" not in text and "https://" not in text
+    for figure in figures:
+        assert f'src="figures/{figure.key}.png"' in text and f'href="figures/{figure.key}.svg"' in text
+        assert f'id="{figure.key}"' in text
+    assert text.count("<table") == 2 and 'href="#sec-final-scores"' in text and 'id="sec-runs"' in text
+    assert "<dt>seeds</dt><dd><code>[0, 1]</code></dd>" in text
+    assert "<pre><code>bench report cmp --out report</code></pre>" in text
+
+
+def test_repeated_section_headings_get_distinct_anchors(tmp_path):
+    index = write_index(tmp_path, title="t", intro=[], sections=[("A", "<p>1</p>"), ("A", "<p>2</p>")],
+                        figures=[], provenance={}, commands=[])  # fmt: skip
+    text = index.read_text()
+    assert 'id="sec-a"' in text and 'id="sec-a-2"' in text and "Provenance" not in text
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium) to render the page"
+)
+def test_index_renders_in_headless_chromium_with_every_image_and_table(synthetic_dirs, tmp_path):
+    index, figures = _report(synthetic_dirs, tmp_path / "report")
+    page = render(index, tmp_path / "profile")
+    assert page["title"] == "Comparison <arith> & drift"
+    assert page["figures"] == len(figures) >= 10
+    assert sorted(i["src"] for i in page["images"]) == sorted(f"figures/{f.key}.png" for f in figures)
+    broken = [i["src"] for i in page["images"] if not (i["complete"] and i["width"] > 0 and i["height"] > 0)]
+    assert not broken, f"images that did not load: {broken}"
+    captions = {t["caption"]: t["rows"] for t in page["tables"]}
+    assert captions == {"Final scores (mean and 95% CI over seeds)": 7, "Runs and their consumption": 9}

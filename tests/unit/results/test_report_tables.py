@@ -1,0 +1,144 @@
+"""The comparison report's tables on a hand-made comparison whose numbers are known: scores
+per arm, paired differences, a failed run kept, budgets, the paper's layouts, and the files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from results.comparison import load
+from results.report import ReportError, write_report
+from results.report import tables as T
+from results.report.render import to_latex, to_markdown
+
+# arm -> seed -> per-problem correct samples (k = 2) on problems p0..p3
+CORRECT = {
+    "sao": {0: [[1, 1], [1, 0], [0, 0], [1, 1]], 1: [[1, 1], [1, 1], [0, 1], [1, 0]]},
+    "grpo": {0: [[1, 0], [0, 0], [0, 0], [1, 1]], 1: [[1, 1], [0, 1], [0, 0], [0, 0]]},
+}
+
+
+def _run(out: Path, arm: str, seed: int, correct, state: str = "finished") -> None:
+    run = out / "runs" / f"{arm}-s{seed}"
+    (out / "status").mkdir(parents=True, exist_ok=True)
+    (out / "status" / f"{arm}-s{seed}.json").write_text(
+        json.dumps({"state": state, "attempts": 1, "detail": "x"})
+    )
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"algo": arm, "seed": seed}))
+    (run / "env.json").write_text(json.dumps({"git_commit": "abc123"}))
+    steps = [
+        {"step": s, "budget/trajectories": 64.0 * s, "budget/generated_tokens": 1000.0 * s} for s in (1, 2)
+    ]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
+    if correct is None:
+        return
+    (run / "summary.json").write_text(json.dumps({"stopped_by": "trajectories", "wall_s": 10.0, "consumption": {
+        "trajectories": 128, "generated_tokens": 2000, "elapsed_s": 10.0, "learner_s": 4.0,
+        "critic_s": 1.0 if arm == "sao" else 0.0}}))  # fmt: skip
+    final = run / "evals" / "final"
+    final.mkdir(parents=True)
+    records = [{"problem_id": f"p{i}", "sample_index": j, "correct": bool(c)}
+               for i, row in enumerate(correct) for j, c in enumerate(row)]  # fmt: skip
+    (final / "arith.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    avg = sum(sum(r) / len(r) for r in correct) / len(correct)
+    (final / "arith.summary.json").write_text(json.dumps({"benchmark": "arith", "avg_at_k": avg, "k": 2,
+        "n_problems": 4, "version": 1, "seed": 0, "provenance": {"data_hash": "d", "sampling": {"k": 2}}}))  # fmt: skip
+
+
+@pytest.fixture
+def comparison_dir(tmp_path) -> Path:
+    out = tmp_path / "cmp"
+    out.mkdir()
+    spec = {"task": "arith", "arms": [{"name": "sao"}, {"name": "grpo"}, {"name": "ppo"}], "seeds": [0, 1],
+            "budget": {"kind": "trajectories", "amount": 128}, "eval": {"benchmarks": ["arith"]},
+            "command": "bench compare --algos sao,grpo,ppo"}  # fmt: skip
+    (out / "comparison.json").write_text(json.dumps(spec))
+    for arm, seeds in CORRECT.items():
+        for seed, correct in seeds.items():
+            _run(out, arm, seed, correct)
+    _run(out, "ppo", 0, None, state="failed")  # ppo-s1 never started: pending
+    return out
+
+
+def test_scores_are_means_over_seeds_and_problems(comparison_dir):
+    comparison = load([comparison_dir])
+    matrices = T.score_matrices(comparison)
+    assert matrices[("sao", "arith")].to_numpy().tolist() == [[1, 0.5, 0, 1], [1, 1, 0.5, 0.5]]
+    scores = T.final_scores(comparison, matrices, n_boot=2000)
+    by_arm = scores.set_index("arm")
+    assert by_arm.loc["sao", "mean"] == pytest.approx(5.5 / 8)
+    assert by_arm.loc["grpo", "mean"] == pytest.approx(3 / 8)
+    assert (by_arm.loc["sao", "n_seeds"], by_arm.loc["sao", "n_problems"], by_arm.loc["sao", "k"]) == (
+        2,
+        4,
+        2,
+    )
+    assert by_arm.loc["sao", "ci_low"] <= by_arm.loc["sao", "mean"] <= by_arm.loc["sao", "ci_high"]
+    assert list(scores["arm"]) == ["sao", "grpo"]  # the spec's order; ppo has no evaluation
+
+
+def test_differences_are_paired_by_seed_and_problem(comparison_dir):
+    comparison = load([comparison_dir])
+    diffs = T.differences(comparison, T.score_matrices(comparison), "grpo", n_boot=2000)
+    row = diffs.set_index("arm").loc["sao"]
+    assert row["diff"] == pytest.approx(2.5 / 8) and row["n_seeds"] == 2 and row["n_problems"] == 4
+    assert row["verdict"] in ("better", "not distinguishable") and 0 < row["p_value"] <= 1
+    assert row["poi"] == pytest.approx(1.0)  # each sao seed beats each grpo seed
+
+
+def test_failed_and_pending_runs_are_kept_in_the_tables(comparison_dir):
+    comparison = load([comparison_dir])
+    states = dict(zip(comparison.runs["run"], comparison.runs["state"]))
+    assert states["ppo-s0"] == "failed" and states["ppo-s1"] == "pending"
+    per_seed = T.per_seed_scores(comparison)
+    assert per_seed[per_seed["arm"] == "ppo"]["state"].tolist() == ["failed", "pending"]
+    budget = T.budget_table(comparison).set_index("arm")
+    assert (
+        budget.loc["sao", "trajectories"] == "128"
+        and budget.loc["sao", "critic share of learner time"] == "25%"
+    )
+    assert budget.loc["ppo", "states"] == "1 failed, 1 pending"
+
+
+def test_the_paper_layouts_put_its_numbers_beside_ours(comparison_dir):
+    comparison = load([comparison_dir])
+    scores = T.final_scores(comparison, T.score_matrices(comparison), n_boot=500)
+    tables = dict(T.paper_tables(scores))
+    table1 = tables["Table 1: math with a Python tool (Pass@1, %)"].set_index("row")
+    assert table1.loc["SAO", "AIME2025 (paper, GLM/Qwen3 scale)"] == 97.3
+    assert table1.loc["SAO", "arith (this harness)"] == "68.8"
+    assert table1.loc["GRPO + DIS", "arith (this harness)"] == "-"  # no grpo+dis arm here
+
+
+def test_markdown_and_latex_escape_their_special_characters():
+    df = pd.DataFrame([{"arm": "a|b", "mean": 0.5, "note": "50% of x_y"}])
+    assert "| a\\|b | 50.0 | 50% of x_y |" in to_markdown(df)
+    assert r"50\% of x\_y" in to_latex(df, "c") and r"\toprule" in to_latex(df, "c")
+
+
+def test_the_report_writes_every_table_in_every_format(comparison_dir, tmp_path):
+    paths = write_report([comparison_dir], tmp_path / "report", formats=["md", "csv", "tex"], n_boot=500)
+    names = {p.name for p in paths.files}
+    for table in ("scores", "differences", "per_seed", "budget", "runs"):
+        assert {f"{table}.md", f"{table}.csv", f"{table}.tex"} <= names
+    assert "vs grpo" in paths.table_text and "budget trajectories=128" in paths.table_text
+    provenance = json.loads((tmp_path / "report" / "provenance.json").read_text())
+    assert (
+        provenance["commits"] == ["abc123"]
+        and provenance["commands"][0] == "bench compare --algos sao,grpo,ppo"
+    )
+    with pytest.raises(ReportError, match="--baseline 'dapo' is not an arm here; arms: sao, grpo, ppo"):
+        write_report([comparison_dir], tmp_path / "r2", baseline="dapo", formats=["md"])
+
+
+def test_a_reward_collapse_is_flagged():
+    from results.comparison import reward_collapsed
+
+    rising = [0.2 + 0.01 * i for i in range(60)]
+    assert not reward_collapsed(rising)
+    assert reward_collapsed(rising[:40] + [0.05] * 20)  # the paper's vanilla-GRPO signature
+    assert not reward_collapsed([0.5] * 8)  # too short to tell

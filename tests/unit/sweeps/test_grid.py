@@ -1,0 +1,108 @@
+"""Comparison specs: arms from a list or a TOML file, budgets, the run configs every arm
+gets, and the fingerprint that tells one comparison from another."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.config import build_config
+from sweeps.grid import (
+    Arm,
+    ComparisonSpec,
+    EvalPlan,
+    GridError,
+    parse_arms,
+    parse_budget,
+    parse_select,
+    save_spec,
+)
+
+
+def _spec(**kw) -> ComparisonSpec:
+    base = dict(task="arith", arms=tuple(parse_arms("sao,grpo+dis,ppo:vapo")), seeds=(0, 1),
+                budget=("trajectories", 1280), eval=EvalPlan(("arith",), every=20, k=4, limit=100, seed=7),
+                shared={"mode": "sync", "trajectories_per_step": 64})  # fmt: skip
+    return ComparisonSpec(**{**base, **kw})
+
+
+def test_arms_from_a_list_with_presets_and_the_paper_alias():
+    arms = parse_arms("sao, grpo+dis ,ppo:vapo")
+    assert [(a.name, a.algo, a.preset, a.slug) for a in arms] == [
+        ("sao", "sao", None, "sao"), ("grpo+dis", "grpo", "dis", "grpo+dis"), ("ppo:vapo", "ppo", "vapo", "ppo_vapo"),
+    ]  # fmt: skip
+    with pytest.raises(GridError, match="names the arm 'sao' twice"):
+        parse_arms("sao,sao")
+
+
+def test_arms_from_a_toml_file(tmp_path):
+    path = tmp_path / "arms.toml"
+    path.write_text('[arms.sao-k1]\nalgo = "sao"\npreset = "single-critic-update"\nalgo_args = { eps_high = 4.0 }\n'
+                    '[arms.grpo]\nalgo = "grpo"\nset = { policy_lr = 5e-5 }\n')  # fmt: skip
+    arms = parse_arms(str(path))
+    assert arms[0] == Arm("sao-k1", "sao", "single-critic-update", {"eps_high": 4.0}, {})
+    assert arms[1].config_layer() == {"algo": "grpo", "policy_lr": 5e-5}
+    path.write_text('[arms.x]\npreset = "dis"\n')
+    with pytest.raises(GridError, match="arm 'x' needs 'algo'"):
+        parse_arms(str(path))
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("trajectories=1280", ("trajectories", 1280)),
+        ("tokens=5e5", ("tokens", 500000)),
+        ("minutes=2.5", ("minutes", 2.5)),
+    ],
+)
+def test_budgets(text, expected):
+    assert parse_budget(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["steps=10", "trajectories", "trajectories=-1", "tokens=1.5", "minutes=nan", "x=1"]
+)
+def test_bad_budgets_name_the_valid_kinds_or_the_problem(text):
+    with pytest.raises(GridError, match="--budget"):
+        parse_budget(text)
+
+
+def test_every_arm_gets_the_same_shared_settings_budget_and_evaluation():
+    spec = _spec()
+    configs = [build_config(*spec.config_layers(arm, 1)) for arm in spec.arms]
+    for c in configs:
+        assert (c.task, c.seed, c.mode, c.trajectories_per_step) == ("arith", 1, "sync", 64)
+        assert (c.max_trajectories, c.steps) == (1280, 1_000_000)
+        assert (c.eval_every, c.eval_bench, c.eval_k, c.eval_limit, c.eval_seed) == (20, "arith", 4, 100, 7)
+    assert [(c.algo, c.algo_preset) for c in configs] == [("sao", None), ("grpo", "dis"), ("ppo", "vapo")]
+
+
+def test_best_on_selection_keeps_every_evaluated_checkpoint():
+    plan = EvalPlan(("arith",), every=10, k=4, select=parse_select("best-on=gsm8k", ("arith",), 10))
+    config = build_config(*_spec(eval=plan).config_layers(_spec().arms[0], 0))
+    assert (config.eval_bench, config.checkpoint_every, config.keep_checkpoints) == ("arith,gsm8k", 10, 0)
+    with pytest.raises(GridError, match="also a reported benchmark"):
+        parse_select("best-on=arith", ("arith",), 10)
+    with pytest.raises(GridError, match="needs in-training evaluation"):
+        parse_select("best-on=gsm8k", ("arith",), 0)
+
+
+def test_the_spec_round_trips_and_another_comparison_is_refused(tmp_path):
+    spec = _spec()
+    assert ComparisonSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
+    assert spec.run_names() == [
+        "sao-s0",
+        "sao-s1",
+        "grpo+dis-s0",
+        "grpo+dis-s1",
+        "ppo_vapo-s0",
+        "ppo_vapo-s1",
+    ]
+    assert spec.arm_and_seed("ppo_vapo-s1") == (spec.arms[2], 1)
+    save_spec(tmp_path, spec, {"command": "bench compare A"})
+    save_spec(tmp_path, spec, {"command": "bench compare A"})  # the same comparison: resumed
+    other = _spec(seeds=(0, 1, 2))
+    assert other.fingerprint() != spec.fingerprint()
+    with pytest.raises(GridError, match="holds a different comparison \\(bench compare A\\)"):
+        save_spec(tmp_path, other, {})
