@@ -3,6 +3,13 @@
 Cores: with W workers on a machine of C cores, worker i runs its runs pinned to its own
 C // W cores (each run then uses one learner thread per core beside its engine child: see
 `bench.train.loop.learner_threads`); with more workers than cores they share every core.
+On 2 cores, 2 workers x 1 core finished a 4-run comparison 1.29x faster than 1 worker x 2
+cores (REPRODUCE.md), hence `bench compare`'s default of 2 workers.
+
+GPUs: with G visible GPUs (`CUDA_VISIBLE_DEVICES`, else `nvidia-smi -L`) and W <= G workers,
+worker i gets its own G // W of them through CUDA_VISIBLE_DEVICES, so runs never share a GPU
+(one GPU per run: start W = G workers; each run sees its GPUs as cuda:0...). With more
+workers than GPUs they share all of them.
 """
 
 from __future__ import annotations
@@ -24,6 +31,23 @@ def core_sets(workers: int) -> list[list[int] | None]:
     return [cores[i * per : (i + 1) * per] for i in range(workers)]
 
 
+def gpu_sets(workers: int) -> list[str | None]:
+    """The CUDA_VISIBLE_DEVICES value of each worker (None: leave it as it is)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        gpus = [g for g in visible.split(",") if g.strip()]
+    else:
+        try:
+            listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+            gpus = [str(i) for i, line in enumerate(listed.stdout.splitlines()) if line.startswith("GPU ")]
+        except (OSError, subprocess.TimeoutExpired):
+            gpus = []
+    if not gpus or workers > len(gpus):
+        return [None] * workers
+    per = len(gpus) // workers
+    return [",".join(gpus[i * per : (i + 1) * per]) for i in range(workers)]
+
+
 def _die_with_parent() -> None:
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
@@ -35,11 +59,12 @@ def run_workers(out: Path, workers: int) -> list[int]:
     """Start `workers` worker processes on the comparison in `out`, wait for all; their exit
     codes. Ctrl-C stops them (their runs keep their checkpoints; the same command resumes)."""
     procs = []
-    for cores in core_sets(workers):
+    for cores, gpus in zip(core_sets(workers), gpu_sets(workers)):
         args = [sys.executable, "-m", "sweeps.worker", str(out)]
         if cores:
             args += ["--cores", ",".join(map(str, cores))]
-        procs.append(subprocess.Popen(args, preexec_fn=_die_with_parent))
+        env = dict(os.environ) if gpus is None else {**os.environ, "CUDA_VISIBLE_DEVICES": gpus}
+        procs.append(subprocess.Popen(args, preexec_fn=_die_with_parent, env=env))
     try:
         return [p.wait() for p in procs]
     except KeyboardInterrupt:

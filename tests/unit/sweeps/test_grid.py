@@ -106,3 +106,14 @@ def test_the_spec_round_trips_and_another_comparison_is_refused(tmp_path):
     assert other.fingerprint() != spec.fingerprint()
     with pytest.raises(GridError, match="holds a different comparison \\(bench compare A\\)"):
         save_spec(tmp_path, other, {})
+
+
+def test_workers_get_disjoint_cores_and_gpus(monkeypatch):
+    from sweeps import launch
+
+    monkeypatch.setattr(launch.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert launch.core_sets(2) == [[0, 1], [2, 3]]
+    assert launch.core_sets(8) == [None] * 8  # more workers than cores: they share
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
+    assert launch.gpu_sets(4) == ["4", "5", "6", "7"] and launch.gpu_sets(2) == ["4,5", "6,7"]
+    assert launch.gpu_sets(5) == [None] * 5
