@@ -23,6 +23,10 @@ from bench.errors import UsageError
 
 MODES = ("async", "sync")
 STALE_POLICIES = ("drop", "requeue")
+RECORDED_KEYS = ("algo_config", "algo_source")
+"""Keys config.json records beside the fields (`recorded_config`): what the algorithm's config
+resolved to and where its code came from. They are records, not settings: reading a config.json
+back (`--config`, `--resume`) skips them."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,12 @@ class RunConfig:
         flag="--engine",
         choices=ENGINE_NAMES,
         default="torch",
+    )
+    engine_args: dict = doc(
+        "options of the vllm engine, passed to vllm.EngineArgs (`--set engine_args.NAME=VALUE`, TOML table "
+        "[engine_args]; e.g. gpu_memory_utilization=0.4, enable_prefix_caching=true, dtype=bfloat16); checked "
+        "against vLLM's options (bench.engines.vllm_args)",
+        default_factory=dict,
     )
     engine_process: bool = doc(
         "on CPU, run the torch engine in its own process (own interpreter and GIL, weights shared in "
@@ -138,6 +148,12 @@ class RunConfig:
     algo_preset: str | None = doc(
         "named preset of the algorithm (e.g. sao: math, coding; ppo: vapo)", flag="--preset", default=None
     )
+    report_to: str = doc(
+        "experiment trackers that also receive the metrics.jsonl stream, comma-separated: tensorboard, wandb, "
+        "trackio, mlflow (each from its extra, e.g. pip install 'rl-bench[tensorboard]'); '' = none",
+        flag="--report-to",
+        default="",
+    )
     algo_args: dict = doc("algorithm config overrides (`--set algo.FIELD=VALUE`)", default_factory=dict)
     task_args: dict = doc("task constructor arguments (`--set task.ARG=VALUE`)", default_factory=dict)
 
@@ -170,11 +186,13 @@ def build_config(*layers: dict[str, Any]) -> RunConfig:
     merged: dict[str, Any] = {}
     for layer in layers:
         for key, value in layer.items():
+            if key in RECORDED_KEYS:
+                continue
             if key not in fields:
                 raise UsageError(
                     f"unknown config field {key!r}{did_you_mean(key, fields)}; valid fields: {', '.join(fields)}"
                 )
-            if key in ("algo_args", "task_args"):
+            if key in ("algo_args", "task_args", "engine_args"):
                 merged.setdefault(key, {}).update(value)
             elif value is not None:
                 merged[key] = coerce_value(key, value, fields[key])
@@ -278,7 +296,13 @@ def validate(config: RunConfig) -> None:
         raise UsageError(
             f"top_p must be in (0, 1] and temperature >= 0, got {config.top_p} and {config.temperature}"
         )
+    from bench.engines.vllm_args import check_engine_args
+
+    check_engine_args(config.engine, config.engine_args)
     check_model_spec(config.model)
+    from bench.trackers import check_report_to
+
+    check_report_to(config.report_to)  # an unknown or uninstalled tracker fails before any run dir exists
     task_registry.make(config.task, **config.task_args)  # bad task arguments fail before a run dir exists
     algo = make_algorithm(config)
     if config.trajectories_per_step % algo.group_size:
@@ -319,6 +343,18 @@ def make_algorithm(config: RunConfig):
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{config.algo} config: {exc}") from None
     return cls(algo_config)
+
+
+def recorded_config(config: RunConfig) -> dict[str, Any]:
+    """What config.json holds: the fields, then the algorithm's effective config (every field after
+    its preset and overrides) as `algo_config`, and where its code comes from as `algo_source`
+    (source, class, module, and for plugins the distribution and its version), so that a resume
+    can load the plugin again and a reader sees every setting the run trained with."""
+    from algorithms import registry
+
+    algo = make_algorithm(config)
+    return {**config.to_dict(), "algo_config": dataclasses.asdict(algo.config),
+            "algo_source": registry.provenance(config.algo)}  # fmt: skip
 
 
 def eval_benchmarks(config: RunConfig) -> list[str]:

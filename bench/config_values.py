@@ -68,8 +68,11 @@ def parse_set_options(items: list[str]) -> dict[str, Any]:
         section, dot, sub = key.partition(".")
         if dot and section in ("algo", "task"):
             out.setdefault(f"{section}_args", {})[sub] = _parse_value(value)
+        elif dot and section == "engine_args":
+            out.setdefault("engine_args", {})[sub] = _parse_value(value)
         elif dot:
-            raise UsageError(f"--set {key}: only 'algo.' and 'task.' keys are nested")
+            hint = did_you_mean(section, ("algo", "task", "engine_args"))
+            raise UsageError(f"--set {key}: only 'algo.', 'task.' and 'engine_args.' keys are nested{hint}")
         else:
             out[key] = _parse_value(value)
     return out

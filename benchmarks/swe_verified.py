@@ -3,8 +3,11 @@
 Official data: hub `SWE-bench/SWE-bench_Verified` (formerly `princeton-nlp/...`), split
 `test`, 500 instances, pinned to commit `SWE_VERIFIED_REVISION`. `FAIL_TO_PASS` and
 `PASS_TO_PASS` are JSON-encoded lists of test ids in the official data (plain lists are
-accepted from local files). Grading is the `swebench` package's Docker harness, which this
-module never runs: it writes the predictions file the harness reads and reads back what the
+accepted from local files). Rows must carry the swebench 5 columns (`image`, `eval_script`,
+`log_parser`, `eval_type`: `envs.swe.instance.SWE_V5_COLUMNS`), from which swebench 5 runs and
+grades an instance. Grading is the `swebench` package's Docker harness, which this module never
+runs: it writes the predictions file and the instances file the harness reads (the episodes'
+own rows, so the harness grades exactly the data the episodes ran on) and reads back what the
 harness wrote, from files only.
 
 Harness outputs read by `read_harness_report` (swebench >= 2, `harness/reporting.py` and
@@ -28,7 +31,14 @@ from typing import Any
 
 from benchmarks.base import BenchmarkDataError, BenchmarkSpec, HubSource, SamplingDefaults
 from envs.base import Problem
-from envs.swe.instance import SWE_COLUMNS, InstanceError, SWEInstance, harness_tests_status, is_resolved
+from envs.swe.instance import (
+    SWE_COLUMNS,
+    SWE_V5_COLUMNS,
+    InstanceError,
+    SWEInstance,
+    harness_tests_status,
+    is_resolved,
+)
 
 __all__ = [
     "SWE_COLUMNS",
@@ -39,11 +49,14 @@ __all__ = [
     "read_harness_report",
     "read_predictions",
     "swe_verified",
+    "write_instances",
     "write_predictions",
 ]
 
 SWE_VERIFIED_REVISION = "91aa3ed51b709be6457e12d00300a6a596d4c6a3"
-"""Commit of `SWE-bench/SWE-bench_Verified` (500 rows, data/test-00000-of-00001.parquet)."""
+"""Commit of `SWE-bench/SWE-bench_Verified` (500 rows, data/test-00000-of-00001.parquet). Not
+checked offline: it must be a revision in the swebench 5 schema (`SWE_V5_COLUMNS`); rows
+without those columns are refused at load, naming them."""
 
 SWE_TEMPLATE = (
     "You are given a checkout of a Python repository at the commit where the issue below was "
@@ -84,7 +97,7 @@ def swe_verified() -> BenchmarkSpec:
     SWE scaffold in the instance's official Docker image, resolved per SWE-bench's rule."""
     return BenchmarkSpec(
         name="swe-verified",
-        version=1,
+        version=2,  # 2: swebench 5 rows, graded by swebench's get_eval_report
         description="SWE-bench Verified: 500 GitHub issues from 12 Python repos; graded by the swebench harness",
         source=HubSource(
             dataset_id="SWE-bench/SWE-bench_Verified", revision=SWE_VERIFIED_REVISION, split="test"
@@ -93,7 +106,7 @@ def swe_verified() -> BenchmarkSpec:
         prompt_template=SWE_TEMPLATE,
         grader=None,
         sampling=SamplingDefaults(temperature=1.0, top_p=1.0, max_new_tokens=8192, k=1),
-        columns=SWE_COLUMNS,
+        columns=(*SWE_COLUMNS, *SWE_V5_COLUMNS),
         parse_row=swe_row,
         episode_task=swe_episode_task("docker"),
     )
@@ -134,6 +147,18 @@ def write_predictions(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(out.suffix + ".part")
     tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    tmp.replace(out)
+    return out
+
+
+def write_instances(path: str | Path, records: Iterable[Mapping[str, Any]]) -> Path:
+    """The instances file the harness grades against (`--dataset_name PATH.jsonl`): one official
+    record per line, as the episodes ran them (`Problem.meta`), so a harness run reads the same
+    revision and rows as the episodes, never the hub's latest."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".part")
+    tmp.write_text("".join(json.dumps(dict(r)) + "\n" for r in records), encoding="utf-8")
     tmp.replace(out)
     return out
 
@@ -193,12 +218,23 @@ def _instance_reports(paths: list[Path]) -> tuple[dict[str, dict[str, Any]], lis
     return instances, broken
 
 
-def read_harness_report(path_or_dir: str | Path) -> dict[str, Any]:
+def _of_run(path: Path, root: Path, run_id: str | None) -> bool:
+    """Whether a harness file belongs to run `run_id` (every file when None): the run report is
+    `<model>.<run_id>.json`, instance reports live under `logs/run_evaluation/<run_id>/`."""
+    if run_id is None:
+        return True
+    if path.name == "report.json":
+        return run_id in path.relative_to(root).parts[:-1]
+    return path.name.endswith(f".{run_id}.json")
+
+
+def read_harness_report(path_or_dir: str | Path, run_id: str | None = None) -> dict[str, Any]:
     """Summary of a swebench harness run, from its files only (no Docker, no swebench import).
 
     `path_or_dir` is the run report JSON, a per-instance `report.json`, or a directory holding
     either (searched recursively: the run report is a `*.json` with `resolved_ids`; instance
-    reports are `report.json` files). Returns the run report's counts and id lists when one
+    reports are `report.json` files). `run_id` keeps only that run's files, so several runs in
+    one directory (one per sample index, or a re-evaluation) are read one at a time. Returns the run report's counts and id lists when one
     is found (else id lists derived from the instance reports, with `total_instances` None),
     plus `instances` ({id: resolved, tests_status, resolved_by_rule, ...}), `resolved_rate`
     (resolved / total_instances, None when unknown), `inconsistent_ids` (instances whose
@@ -208,6 +244,7 @@ def read_harness_report(path_or_dir: str | Path) -> dict[str, Any]:
     if not root.exists():
         raise BenchmarkDataError(f"no harness output at {root}")
     files = [root] if root.is_file() else sorted(p for p in root.rglob("*.json") if p.is_file())
+    files = [p for p in files if root.is_file() or _of_run(p, root, run_id)]
     run_files = [
         p
         for p in files
@@ -215,7 +252,7 @@ def read_harness_report(path_or_dir: str | Path) -> dict[str, Any]:
     ]
     if len(run_files) > 1:
         raise BenchmarkDataError(
-            f"several run reports under {root}: {', '.join(map(str, run_files))}; pass one file"
+            f"several run reports under {root}: {', '.join(map(str, run_files))}; pass one file or a run_id"
         )
     instances, broken = _instance_reports([p for p in files if p.name == "report.json"])
     if not run_files and not instances and not broken:

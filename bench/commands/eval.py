@@ -92,6 +92,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="replace a finished evaluation of other settings in --out (without it, that is refused; an "
         "interrupted evaluation of the same settings always resumes where it stopped)",
     )
+    p.add_argument(
+        "--max-workers",
+        type=int,
+        default=4,
+        metavar="N",
+        help="swe-verified: containers the official swebench harness runs at once (default: 4)",
+    )
+    p.add_argument(
+        "--harness-timeout",
+        type=float,
+        default=6 * 3600,
+        metavar="SECONDS",
+        help="swe-verified: wall-clock limit of one harness run (one per sample index; default: 6 h)",
+    )
     p.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
 
 
@@ -144,6 +158,9 @@ def _check_options(args: argparse.Namespace, n_bench: int) -> None:
         raise UsageError(f"--top-p must be in (0, 1], got {args.top_p}")
     if args.max_new_tokens is not None and args.max_new_tokens < 1:
         raise UsageError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+    if args.max_workers < 1 or not args.harness_timeout > 0:
+        raise UsageError(f"--max-workers must be >= 1 and --harness-timeout > 0, got {args.max_workers} and "
+                         f"{args.harness_timeout}")  # fmt: skip
     if args.data is not None and n_bench != 1:
         raise UsageError(f"--data is only valid with a single --bench (got {n_bench} benchmarks)")
     if args.out is not None:
@@ -262,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{spec.name}: resumed an interrupted evaluation ({result.summary['resumed_samples']} samples kept)"
             )
         if spec.name in SWE_BENCHMARKS:
-            _swe_outputs(spec.name, result, out, model_id, args.data)
+            _swe_outputs(spec.name, result, out, model_id, problems[spec.name], args)
         paths.append(write_eval(out, result.records, result.summary))
         summaries.append(result.summary)
     _print_results(summaries, paths)
@@ -283,8 +300,9 @@ def _check_episode_task(spec: Any, problems: list[Any]) -> None:
         raise UsageError(f"benchmark '{spec.name}': {exc}") from None
 
 
-def _swe_outputs(name: str, result: Any, out: Path, model_id: str, data_path: str | None) -> None:
-    """Predictions file(s) for the official harness; for swe-verified, the harness's own verdict."""
+def _swe_outputs(name: str, result: Any, out: Path, model_id: str, problems: list[Any], args: Any) -> None:
+    """Predictions file(s) for the official harness; for swe-verified, the harness's own verdict
+    on every sample index, against the rows the episodes ran on (`bench.eval.swe`)."""
     from bench.eval.swe import run_official_harness, write_predictions_files
 
     predictions = write_predictions_files(out, name, result.records, model_id)
@@ -292,8 +310,9 @@ def _swe_outputs(name: str, result: Any, out: Path, model_id: str, data_path: st
     for path in predictions:
         print(f"wrote {path} (SWE-bench predictions format)")
     if name == "swe-verified":
-        harness = run_official_harness(predictions[0], data_path, out)
+        harness = run_official_harness(predictions, [p.meta for p in problems], out, name,
+                                       max_workers=args.max_workers, timeout_s=args.harness_timeout)  # fmt: skip
         result.summary["official_harness"] = harness
         if harness["status"] != "ran":
             print(f"official swebench harness {harness['status']}: {harness['reason']}; to grade elsewhere run: "
-                  + " ".join(harness["command"]))  # fmt: skip
+                  + " ; ".join(" ".join(c) for c in harness["commands"]))  # fmt: skip

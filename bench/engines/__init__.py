@@ -8,22 +8,35 @@ CPU or GPU; on CPU optionally in a child process, `process_engine.ProcessEngine`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from bench.engines.base import ENGINE_NAMES, Engine
 from bench.errors import UsageError
 
 
-def make_engine(name: str, model: Any, tokenizer: Any, process: bool = False, **kwargs: Any) -> Engine:
+def make_engine(
+    name: str,
+    model: Any,
+    tokenizer: Any,
+    process: bool = False,
+    engine_args: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> Engine:
     """Build an engine by name: "torch" (pure PyTorch, CPU or GPU) or "vllm" (GPU, gpu extra).
 
     `process=True` runs the torch engine of a CPU model in a child process
     (`bench.engines.process_engine`); it is ignored for GPU models and for vLLM (which runs
     its own workers). An unknown name raises `UsageError` (a ValueError) listing the valid names.
 
-    vLLM is imported only here, and only when asked for, so the default install never needs it.
+    `engine_args`: the run config's options of the vllm engine (`bench.engines.vllm_args`); the
+    torch engine takes none. vLLM is imported only here, and only when asked for, so the default
+    install never needs it.
     """
     if name == "torch":
+        from bench.engines.vllm_args import check_engine_args
+
+        check_engine_args(name, engine_args or {})
         from bench.engines.torch_engine import TorchEngine
 
         if process and next(model.parameters()).device.type == "cpu":
@@ -35,5 +48,5 @@ def make_engine(name: str, model: Any, tokenizer: Any, process: bool = False, **
     if name == "vllm":
         from bench.engines.vllm_engine import VLLMEngine
 
-        return VLLMEngine(model, tokenizer, **kwargs)
+        return VLLMEngine(model, tokenizer, engine_args=engine_args, **kwargs)
     raise UsageError(f"unknown engine '{name}'; valid engines: {', '.join(ENGINE_NAMES)}")

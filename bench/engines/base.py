@@ -15,7 +15,8 @@ What a completion records, token by token:
 - `versions`: the policy version that produced each token.
 - The eos token, when sampled, is included (with its log-prob) and ends the request
   ("eos"); a stop string ends it after the token that completes it, that token included
-  ("stop"); reaching `max_new_tokens` ends it with "length".
+  ("stop"); reaching `max_new_tokens` ends it with "length". A request the engine aborted or
+  failed (vLLM) ends with "abort" or "error": not a natural end, never reported as "length".
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ class Completion:
     token_ids: list[int]
     logprobs: list[float]
     versions: list[int]  # policy version that produced each token
-    finish_reason: str  # "eos" | "stop" | "length"
+    finish_reason: (
+        str  # "eos" | "stop" | "length" | "abort" | "error" (vLLM: the request was aborted or failed)
+    )
 
 
 class Engine(ABC):
@@ -116,6 +119,10 @@ class Engine(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release the model, caches and any worker the engine started."""
+
+    def provenance(self) -> dict:
+        """What a run's env.json records of the engine (vLLM adds its version, dtypes, options)."""
+        return {"engine": type(self).__name__}
 
 
 def check_request(request: GenerationRequest) -> None:

@@ -1,29 +1,29 @@
 """The `docker` SWE runtime: real SWE-bench instances in their official per-instance images.
 
-Needs the `swe` extra (`pip install -e '.[swe]'`: the `swebench` package and the `docker` SDK
-it depends on) and a reachable Docker daemon; both are imported lazily, on first use only.
+Needs the `swe` extra (`pip install -e '.[swe]'`: swebench 5 and the `docker` SDK it depends
+on) and a reachable Docker daemon; both are imported lazily, on first use only. The swebench
+calls live in `envs.swe.swebench_adapter`, the container policy (no network, limits, labels,
+removal) in `envs.swe.docker_containers`.
 
-- Image: `swebench`'s `make_test_spec(instance).instance_image_key` (namespace "swebench": the
-  prebuilt images on Docker Hub; pulled on first use when missing). The image holds the repo
-  at /testbed, checked out at `base_commit` plus the harness's setup commit, and a conda env
-  named `testbed`.
-- Workspace: one container per episode (`tail -f /dev/null`), files read with `cat`, written
-  with `put_archive`, searched with `git grep -F`; the model patch is `git diff` of /testbed
-  against HEAD (after `git add -A`, so new files count). HEAD, not `base_commit`: the image's
-  setup commit sits on top of `base_commit` and the harness applies predictions to that state.
-- `run_tests` (the agent's tool): the repository's test command (`MAP_REPO_VERSION_TO_SPECS`)
-  on the test files of the given ids (pytest ids) or of the instance's `test_patch`, between
-  the harness's start/end markers, parsed by the harness's log parser (`get_logs_eval`).
-- `grade`: the harness's own flow: fresh container, the model patch applied with the
-  harness's three fallbacks (`git apply`, `git apply --reject`, `patch --fuzz=5`), then what the
-  patch changed among test files (`tests/` directories, test_*.py, *_test.py, conftest.py), site
-  hooks and compiled modules reset to HEAD (`envs.swe.grading`; the eval script resets only the
-  test patch's own files, so a new conftest.py or an edited test helper would otherwise be
-  graded), the spec's `eval_script` (applies `test_patch`, runs the tests), `get_logs_eval`,
-  then `is_resolved`. The diff scan only reports here (`PatchGrade.tamper`): in real
-  repositories the names it looks for are ordinary. Not contained: code under test runs inside
-  pytest as root in the container, so it can print result lines the log parser believes, as in
-  the SWE-bench harness itself.
+- Instances: SWE-bench Verified rows in the swebench 5 schema; the image, eval script, log
+  parser and eval type come from the row (`SWEInstance.image`, ...), through `make_test_spec`.
+- Workspace: one container per episode, files read with `cat`, written with `put_archive`,
+  searched with `git grep -F`; the model patch is `git diff` of /testbed against HEAD (after
+  `git add -A`, so new files count). HEAD, not `base_commit`: the image's setup commit sits
+  on top of `base_commit` and the harness applies predictions to that state.
+- `run_tests` (the agent's tool): the eval script's set-up and test command, without the test
+  patch (`SwebenchHarness.test_script`), parsed by the row's log parser (`get_logs_eval`).
+- `grade`: the 5.x harness's flow: fresh container; the model patch applied as the harness
+  does (`git apply`, `--3way`, `--reject`, `patch --forward --fuzz=5`, the tree reset between
+  attempts, then an already-applied check); then what the patch changed among test files
+  (`tests/` directories, test_*.py, *_test.py, conftest.py), site hooks and compiled modules
+  reset to HEAD (`envs.swe.grading`; the eval script resets only the test patch's own files, so
+  a new conftest.py or an edited test helper would otherwise be graded); the spec's eval
+  script; then swebench's own `get_eval_report` decides (`SwebenchHarness.report`). The diff
+  scan only reports here (`PatchGrade.tamper`): in real repositories the names it looks for are
+  ordinary. Not contained: code under test runs inside pytest as root in the container, so it
+  can print result lines the log parser believes, as in the SWE-bench harness itself (swebench
+  5 refuses an all-PASSED log whose test command exited non-zero).
 
 All Docker calls are blocking SDK calls run in threads (`asyncio.to_thread`), so concurrent
 episodes overlap; `max_containers` optionally caps live containers per event loop.
@@ -35,22 +35,26 @@ import asyncio
 import io
 import posixpath
 import tarfile
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
+from envs.swe.docker_containers import ContainerLimits, Containers, remove
 from envs.swe.grading import parse_status
-from envs.swe.instance import SWEInstance, harness_tests_status, is_resolved
+from envs.swe.instance import SWEInstance
 from envs.swe.runtime import CommandResult, PatchGrade, Runtime, RuntimeUnavailable, Workspace
+from envs.swe.swebench_adapter import (
+    ALREADY_APPLIED_CHECK,
+    GIT_APPLY_CMDS,
+    RESET_BETWEEN_ATTEMPTS,
+    SwebenchHarness,
+)
 from envs.swe.workspace_memory import clean_path
 
 MISSING_EXTRA = (
-    "--runtime docker needs the swebench and docker packages (the swe extra): pip install -e '.[swe]'"
+    "--runtime docker needs swebench 5 and the docker package (the swe extra): pip install -e '.[swe]'"
 )
 NO_DAEMON = "--runtime docker needs a running Docker daemon: {error}"
-GIT_APPLY_CMDS = ("git apply --verbose", "git apply --verbose --reject", "patch --batch --fuzz=5 -p1 -i")
-"""The harness's patch-application fallbacks (`swebench.harness.run_evaluation`)."""
+__all__ = ["GIT_APPLY_CMDS", "MISSING_EXTRA", "RESET_SCRIPT", "DockerRuntime", "SwebenchHarness"]
 WORKDIR = "/testbed"
 _OUTPUT_CHARS = 20000  # of a command's output kept in a CommandResult / grade log
 RESET_SCRIPT = (
@@ -58,74 +62,6 @@ RESET_SCRIPT = (
     'then git --literal-pathspecs checkout -q HEAD -- "$p"; else rm -rf -- "$p"; fi; done'
 )
 """Puts each path argument back as at HEAD (`bash -c RESET_SCRIPT reset PATH...`: no quoting)."""
-
-
-class SwebenchHarness:
-    """The parts of the `swebench` package this runtime uses (imported here, lazily).
-
-    Tests substitute an object with the same methods, so the runtime is testable without it.
-    """
-
-    def __init__(self, namespace: str | None = "swebench"):
-        """ImportError when swebench is not installed. `namespace`: where images are pulled from."""
-        from swebench.harness import constants
-        from swebench.harness.grading import get_logs_eval
-        from swebench.harness.test_spec.test_spec import make_test_spec
-
-        self.constants, self.get_logs_eval, self.make_test_spec = constants, get_logs_eval, make_test_spec
-        self.namespace = namespace
-        self._specs: dict[str, Any] = {}
-
-    def unsupported(self, instance: SWEInstance) -> str | None:
-        """Why the harness cannot run `instance` (unknown repository/version), or None."""
-        specs = self.constants.MAP_REPO_VERSION_TO_SPECS
-        if instance.repo not in specs or instance.version not in specs[instance.repo]:
-            return f"swebench has no spec for {instance.repo} version {instance.version!r} ({instance.instance_id})"
-        return None
-
-    def spec(self, instance: SWEInstance) -> Any:
-        """The harness's TestSpec of `instance` (cached; may fetch requirements the first time)."""
-        if instance.instance_id not in self._specs:
-            self._specs[instance.instance_id] = self.make_test_spec(
-                instance.to_record(), namespace=self.namespace
-            )
-        return self._specs[instance.instance_id]
-
-    def image(self, spec: Any) -> str:
-        """The per-instance image name."""
-        return spec.instance_image_key
-
-    def eval_script(self, spec: Any) -> str:
-        """The official evaluation script (applies the test patch, runs the tests, reverts them)."""
-        return spec.eval_script
-
-    def test_script(self, spec: Any, instance: SWEInstance, test_ids: list[str]) -> str:
-        """A bash script running the repository's test command on `test_ids`' files, between
-        the harness's output markers (so `parse` reads it like an evaluation log)."""
-        specs = self.constants.MAP_REPO_VERSION_TO_SPECS[instance.repo][instance.version]
-        command = specs["test_cmd"] if isinstance(specs["test_cmd"], str) else specs["test_cmd"][-1]
-        if all("::" in t for t in test_ids):  # pytest ids name their file
-            directives = sorted({t.split("::", 1)[0] for t in test_ids})
-        else:
-            from swebench.harness.test_spec.python import get_test_directives
-
-            directives = get_test_directives(instance.to_record())
-        lines = [
-            "#!/bin/bash",
-            "set -uxo pipefail",
-            "source /opt/miniconda3/bin/activate",
-            "conda activate testbed",
-        ]
-        lines += [f"cd {WORKDIR}", *specs.get("eval_commands", [])]
-        lines += [f": '{self.constants.START_TEST_OUTPUT}'", " ".join([command, *directives])]
-        return "\n".join([*lines, f": '{self.constants.END_TEST_OUTPUT}'"]) + "\n"
-
-    def parse(self, spec: Any, log: str) -> tuple[dict[str, str], bool]:
-        """(test id -> status, whether the tests ran) from a log, via `get_logs_eval`."""
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "test_output.txt"
-            path.write_text(log)
-            return self.get_logs_eval(spec, str(path))
 
 
 def _tar(path: str, data: bytes) -> bytes:
@@ -189,21 +125,29 @@ class DockerWorkspace(Workspace):
         return result.output.splitlines()[:limit] if result.returncode == 0 else []
 
     async def run_tests(self, test_ids: list[str]) -> dict[str, str]:
-        """The repository's test command on the files of `test_ids`; statuses by the harness's parser."""
+        """The eval script's test command (no test patch; `SwebenchHarness.test_script`), statuses
+        of `test_ids` by the row's log parser (an id the command did not run is left out)."""
         harness = self.runtime.harness()
-        await self.put("/tmp/run_tests.sh", harness.test_script(self.spec, self.instance, test_ids).encode())
+        await self.put("/tmp/run_tests.sh", harness.test_script(self.spec, test_ids).encode())
         result = await self.exec("/bin/bash", "/tmp/run_tests.sh", timeout=self.runtime.test_timeout)
         status, _ = await asyncio.to_thread(harness.parse, self.spec, result.output)
         return {t: status[t] for t in test_ids if t in status}
 
     async def apply_patch(self, patch: str) -> CommandResult:
-        """The harness's fallbacks in order; the first that succeeds wins."""
+        """As swebench 5's harness: each fallback of `GIT_APPLY_CMDS` in turn, the tree reset
+        before every retry; when all fail, applied all the same if the patch reverses cleanly."""
         await self.put("/tmp/patch.diff", patch.encode("utf-8"))
         result = CommandResult(returncode=1, output="")
-        for command in GIT_APPLY_CMDS:
+        for attempt, command in enumerate(GIT_APPLY_CMDS):
+            if attempt:
+                await self.exec("/bin/bash", "-c", RESET_BETWEEN_ATTEMPTS)
             result = await self.exec("/bin/bash", "-c", f"{command} /tmp/patch.diff")
             if result.returncode == 0:
                 break
+        else:
+            check = await self.exec("/bin/bash", "-c", f"{ALREADY_APPLIED_CHECK} /tmp/patch.diff")
+            if check.returncode == 0:
+                result = CommandResult(0, "the patch was already applied (it reverses cleanly)")
         return CommandResult(result.returncode, result.output[-_OUTPUT_CHARS:], result.timed_out)
 
     async def diff(self) -> str:
@@ -237,13 +181,13 @@ class DockerWorkspace(Workspace):
             return
         self.closed = True
         try:
-            await asyncio.to_thread(self.container.remove, force=True)
+            await asyncio.to_thread(remove, self.container)
         finally:
             self._release()
 
 
 class DockerRuntime(Runtime):
-    """Workspaces in SWE-bench's per-instance images; grading by the harness's eval script."""
+    """Workspaces in SWE-bench's per-instance images; grading by the eval script and swebench's report."""
 
     name = "docker"
 
@@ -251,15 +195,17 @@ class DockerRuntime(Runtime):
         self,
         client: Any = None,
         harness: Any = None,
-        namespace: str | None = "swebench",
         test_timeout: int = 1800,
         max_containers: int | None = None,
+        limits: ContainerLimits | None = None,
+        run: str | None = None,
     ):
         """`client`/`harness`: a docker client and a `SwebenchHarness` (made lazily when None;
         tests pass fakes). `test_timeout`: seconds per test run. `max_containers`: live
-        containers per event loop (None: no cap)."""
-        self._client, self._harness, self.namespace = client, harness, namespace
+        containers per event loop (None: no cap). `limits`, `run`: see `envs.swe.docker_containers`."""
+        self._client, self._harness = client, harness
         self.test_timeout, self.max_containers = test_timeout, max_containers
+        self.containers = Containers(limits, run)
         self._daemon_ok = client is not None
         self._limits: dict[Any, asyncio.Semaphore] = {}
 
@@ -269,7 +215,7 @@ class DockerRuntime(Runtime):
             try:
                 import docker  # noqa: F401 - only to fail here, with the hint, when it is missing
 
-                self._harness = SwebenchHarness(self.namespace)
+                self._harness = SwebenchHarness()
             except ImportError:
                 raise RuntimeUnavailable(MISSING_EXTRA) from None
         return self._harness
@@ -284,8 +230,11 @@ class DockerRuntime(Runtime):
         return self._client
 
     def check(self, instance: SWEInstance) -> None:
-        """Fast: packages importable, daemon answering a ping (once, 3 s), instance known to swebench."""
+        """Fast: packages importable, instance runnable by swebench 5, daemon answering a ping (once, 3 s)."""
         harness = self.harness()
+        reason = harness.unsupported(instance)
+        if reason:
+            raise RuntimeUnavailable(reason)
         if not self._daemon_ok:
             try:
                 import docker
@@ -296,9 +245,6 @@ class DockerRuntime(Runtime):
             except Exception as exc:  # DockerException, connection refused, missing socket...
                 raise RuntimeUnavailable(NO_DAEMON.format(error=exc)) from None
             self._daemon_ok = True
-        reason = harness.unsupported(instance)
-        if reason:
-            raise RuntimeUnavailable(reason)
 
     def _limit(self) -> asyncio.Semaphore | None:
         if self.max_containers is None:
@@ -307,7 +253,7 @@ class DockerRuntime(Runtime):
         return self._limits.setdefault(loop, asyncio.Semaphore(self.max_containers))
 
     async def open(self, instance: SWEInstance) -> DockerWorkspace:
-        """Start a container of the instance's image (pulled if missing)."""
+        """Start a container of the instance's image (pulled if missing; `Containers.start`)."""
         self.check(instance)
         limit = self._limit()
         if limit is not None:
@@ -315,12 +261,9 @@ class DockerRuntime(Runtime):
         release = limit.release if limit is not None else (lambda: None)
         try:
             spec = await asyncio.to_thread(self.harness().spec, instance)
+            image = self.harness().image(spec)
             container = await asyncio.to_thread(
-                self.client().containers.run,
-                self.harness().image(spec),
-                command="tail -f /dev/null",
-                detach=True,
-                working_dir=WORKDIR,
+                self.containers.start, self.client(), image, instance.instance_id, WORKDIR
             )
         except BaseException:
             release()
@@ -329,7 +272,7 @@ class DockerRuntime(Runtime):
 
     async def evaluate(self, workspace: DockerWorkspace, instance: SWEInstance) -> PatchGrade:
         """The harness's evaluation (module docstring): the spec's eval script (it applies
-        `test_patch` and runs the tests), its log parser, then the resolved rule."""
+        `test_patch` and runs the tests), then `get_eval_report` on its output."""
         harness = self.harness()
         await workspace.put("/eval.sh", harness.eval_script(workspace.spec).encode())
         result = await workspace.exec("/bin/bash", "/eval.sh", timeout=self.test_timeout)
@@ -338,12 +281,17 @@ class DockerRuntime(Runtime):
             return PatchGrade(
                 resolved=False, applied=True, log=f"tests timed out ({self.test_timeout} s)\n{log}"
             )
-        tests, found = await asyncio.to_thread(harness.parse, workspace.spec, result.output)
-        if not found:
+        tests, _ = await asyncio.to_thread(harness.parse, workspace.spec, result.output)
+        # the patch is already applied; get_eval_report only tells a None patch from a present one
+        report = await asyncio.to_thread(harness.report, workspace.spec, "", result.output)
+        if not report.get("patch_successfully_applied"):
+            why = report.get("infra_failure_reason") or "no valid test run in the log"
             return PatchGrade(
-                resolved=False, applied=True, log="the evaluation did not run the tests\n" + log
+                resolved=False, applied=True, log=f"the evaluation did not run the tests ({why})\n{log}"
             )
-        status = harness_tests_status(tests, instance.fail_to_pass, instance.pass_to_pass)
+        status = {
+            k: v for k, v in report.get("tests_status", {}).items() if k in ("FAIL_TO_PASS", "PASS_TO_PASS")
+        }
         return PatchGrade(
-            resolved=is_resolved(status), applied=True, tests=tests, tests_status=status, log=log
+            resolved=bool(report["resolved"]), applied=True, tests=tests, tests_status=status, log=log
         )

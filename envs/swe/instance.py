@@ -5,6 +5,15 @@ An instance follows the official schema: `instance_id, repo, base_commit,
 problem_statement, patch, test_patch, FAIL_TO_PASS, PASS_TO_PASS` (+ `version`,
 `environment_setup_commit`, optional `hints_text`, `created_at`, `difficulty`). The test lists
 are JSON-encoded strings in the official data; plain lists are accepted too.
+
+Since swebench 5 the dataset also carries how an instance is run and graded
+(`SWE_V5_COLUMNS`): `image` (the prebuilt per-instance image), `eval_script` (the whole
+evaluation script: apply the test patch, run the tests between the output markers, reset),
+`log_parser` (a key of swebench's `PARSER_REGISTRY`) and `eval_type` (`pass_and_fail` or
+`fail_only`); `image_assets` (binary test files, JSON) is optional. They are kept as they are,
+so `to_record()` is a row `swebench.harness.utils.make_test_spec` accepts. Rows without them
+(swe-mini, swe-synth, SWE-bench exports older than swebench 5) still parse; the Docker runtime
+refuses them with a message naming the missing columns.
 """
 
 from __future__ import annotations
@@ -24,10 +33,22 @@ SWE_COLUMNS = (
     "FAIL_TO_PASS", "PASS_TO_PASS", "version", "environment_setup_commit",
 )  # fmt: skip
 """Required fields of an instance (official schema; `hints_text`, `created_at`, `difficulty` optional)."""
+SWE_V5_COLUMNS = ("image", "eval_script", "log_parser", "eval_type")
+"""The columns swebench 5 runs an instance from (module docstring); required by the Docker runtime."""
+_OPTIONAL = ("hints_text", "created_at", "difficulty", *SWE_V5_COLUMNS, "image_assets")
 
 # Per-test outcomes as the harness's log parsers name them, and which count as success.
 _F2P_SUCCESS = {"PASSED", "XFAIL"}
 _P2P_SUCCESS = {"PASSED", "XFAIL", "SKIPPED"}  # the harness counts a skipped P2P test as maintained
+
+
+def _text(value: Any) -> str:
+    """A cell as text: None -> "", dicts and lists (parquet, local JSON) -> JSON, else str()."""
+    if value is None:
+        return ""
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return str(value)
 
 
 def _test_list(value: Any, field: str, instance_id: str) -> tuple[str, ...]:
@@ -61,15 +82,22 @@ class SWEInstance:
     hints_text: str = ""
     created_at: str = ""
     difficulty: str = ""
+    image: str = ""
+    eval_script: str = ""
+    log_parser: str = ""
+    eval_type: str = ""
+    image_assets: str = ""  # JSON text, "" when the instance has none
+
+    def missing_v5_columns(self) -> list[str]:
+        """The swebench 5 columns (`SWE_V5_COLUMNS`) this instance lacks or has empty."""
+        return [name for name in SWE_V5_COLUMNS if not getattr(self, name).strip()]
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> SWEInstance:
         """Parse an official-schema row (hub, JSON, JSONL or parquet)."""
         iid = str(row["instance_id"])
         text = {k: "" if row.get(k) is None else str(row.get(k)) for k in SWE_COLUMNS if "_TO_" not in k}
-        optional = {
-            k: "" if row.get(k) is None else str(row[k]) for k in ("hints_text", "created_at", "difficulty")
-        }
+        optional = {k: _text(row.get(k)) for k in _OPTIONAL}
         return cls(
             **text,
             **optional,
@@ -78,9 +106,12 @@ class SWEInstance:
         )
 
     def to_record(self) -> dict[str, str]:
-        """The official row: upper-case test-list fields, JSON-encoded."""
+        """The official row: upper-case test-list fields, JSON-encoded; the swebench 5 columns
+        as read (`make_test_spec` accepts the record when they are present)."""
         record = {k: getattr(self, k) for k in SWE_COLUMNS if "_TO_" not in k}
-        record.update(hints_text=self.hints_text, created_at=self.created_at, difficulty=self.difficulty)
+        record.update({k: getattr(self, k) for k in _OPTIONAL if k != "image_assets"})
+        if self.image_assets:
+            record["image_assets"] = self.image_assets
         record["FAIL_TO_PASS"] = json.dumps(list(self.fail_to_pass))
         record["PASS_TO_PASS"] = json.dumps(list(self.pass_to_pass))
         return record

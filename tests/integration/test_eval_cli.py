@@ -155,6 +155,8 @@ def test_swe_verified_says_exactly_what_is_missing(checkpoint, cache_dir, tmp_pa
         "repo": "astropy/astropy", "instance_id": "astropy__astropy-12907", "base_commit": "a" * 40,
         "patch": "", "test_patch": "", "problem_statement": "issue", "version": "4.3",
         "FAIL_TO_PASS": '["t.py::test_a"]', "PASS_TO_PASS": "[]", "environment_setup_commit": "b" * 40,
+        "image": "swebench/sweb.eval.x86_64.astropy_1776_astropy-12907:latest", "eval_script": "#!/bin/bash\n",
+        "log_parser": "parse_log_astropy", "eval_type": "pass_and_fail",
     }  # fmt: skip
     (tmp_path / "verified.json").write_text(json.dumps([row]))
     res = bench_eval("--model", str(checkpoint), "--bench", "swe-verified", "--data", "verified.json",

@@ -244,6 +244,8 @@ def swe_row(iid: str, f2p: list[str], p2p: list[str]) -> dict:
         "problem_statement": f"Issue for {iid}", "hints_text": "", "created_at": "2023-01-01T00:00:00Z",
         "version": "5.0", "FAIL_TO_PASS": json.dumps(f2p), "PASS_TO_PASS": json.dumps(p2p),
         "environment_setup_commit": "b" * 40, "difficulty": "<15 min fix",
+        "image": f"swebench/sweb.eval.x86_64.{iid.replace('__', '_1776_')}:latest", "eval_script": "#!/bin/bash\n",
+        "log_parser": "parse_log_astropy", "eval_type": "pass_and_fail",
     }  # fmt: skip
 
 
@@ -274,6 +276,11 @@ def test_swe_verified_json_fixture(tmp_path):
     ]
     pd.DataFrame(plain).to_parquet(tmp_path / "verified.parquet")
     assert load_instances(data_path=tmp_path / "verified.parquet") == instances
+    old_schema = write_jsonl(
+        tmp_path / "v4.jsonl", [{k: v for k, v in rows[0].items() if k != "eval_script"}]
+    )
+    with pytest.raises(BenchmarkDataError, match="lacks column.s. eval_script"):
+        load_instances(data_path=old_schema)  # swebench 4 rows: refused, naming the column
     broken = write_jsonl(tmp_path / "broken.jsonl", [dict(rows[0], FAIL_TO_PASS="[not json")])
     with pytest.raises(BenchmarkDataError, match="FAIL_TO_PASS is not a JSON list"):
         load_instances(data_path=broken)
@@ -381,6 +388,19 @@ def test_read_harness_report(tmp_path):
         read_harness_report(tmp_path / "empty")
     with pytest.raises(BenchmarkDataError, match="no harness output"):
         read_harness_report(tmp_path / "missing")
+
+
+def test_read_harness_report_of_one_run_among_several(tmp_path):
+    run_report = write_harness_outputs(tmp_path)
+    other = json.loads(run_report.read_text())
+    other.update(resolved_ids=[], unresolved_ids=sorted(other["completed_ids"]))
+    (tmp_path / "org__sao-run.eval2.json").write_text(json.dumps(other), encoding="utf-8")
+    with pytest.raises(BenchmarkDataError, match="several run reports"):
+        read_harness_report(tmp_path)
+    first = read_harness_report(tmp_path, run_id="eval1")
+    assert first["resolved_ids"] == ["astropy__astropy-1"] and len(first["instances"]) == 3
+    second = read_harness_report(tmp_path, run_id="eval2")
+    assert second["resolved_ids"] == [] and second["instances"] == {}  # eval2 wrote no instance reports
 
 
 # ----------------------------------------------------------------------------- registry

@@ -1,6 +1,7 @@
 """`DockerRuntime` with the Docker client and the swebench harness faked at their boundary
 (containers that record exec calls and answer from an in-memory /testbed), its unavailable
-messages, and one real run behind the `docker` marker."""
+messages, and one real run behind the `docker` marker. The real swebench 5 package is exercised in
+`test_swebench_real.py`, the container arguments and clean-up in `test_docker_containers.py`."""
 
 import asyncio
 import io
@@ -13,16 +14,11 @@ import types
 
 import pytest
 
-from envs.swe.docker_runtime import (
-    GIT_APPLY_CMDS,
-    MISSING_EXTRA,
-    RESET_SCRIPT,
-    DockerRuntime,
-    SwebenchHarness,
-)
+from envs.swe.docker_runtime import GIT_APPLY_CMDS, MISSING_EXTRA, RESET_SCRIPT, DockerRuntime
 from envs.swe.instance import SWEInstance
 from envs.swe.runtime import RuntimeUnavailable
 from envs.swe.scaffold import SweEnv
+from envs.swe.swebench_adapter import ALREADY_APPLIED_CHECK, RESET_BETWEEN_ATTEMPTS
 from envs.swe.workspace_memory import apply_unified_diff, file_diff
 from tests.fixtures.swe_demo import demo_instance
 
@@ -38,12 +34,18 @@ def make_instance(**kw) -> SWEInstance:
 class FakeContainer:
     """A running container whose /testbed is a dict; records every exec and archive."""
 
-    def __init__(self, image, logs):
-        self.image, self.logs = image, logs  # logs: script path -> (exit code, output)
+    def __init__(self, image, logs, name="c"):
+        self.image, self.logs, self.name, self.labels = (
+            image,
+            logs,
+            name,
+            {},
+        )  # logs: script -> (code, output)
         self.base = {"calc.py": CALC, "tests/test_calc.py": "def test_add(): ...\n"}
         self.files = dict(self.base)
         self.execs, self.archives, self.removed = [], [], 0
         self.apply_failures = 0  # how many of the patch commands fail first
+        self.already_applied = False  # what `git apply --check --reverse` answers
 
     def exec_run(self, cmd, workdir=None, user=None):
         assert workdir == "/testbed" and user == "root"
@@ -76,6 +78,11 @@ class FakeContainer:
             hits = [h for h in hits if cmd[6] in h.split(":", 2)[2]]
             return self._result(0 if hits else 1, "".join(h + "\n" for h in hits))
         script = cmd[2]
+        if script == RESET_BETWEEN_ATTEMPTS:
+            self.files = dict(self.base)
+            return self._result(0, "")
+        if script.startswith(ALREADY_APPLIED_CHECK):
+            return self._result(0 if self.already_applied else 1, "error: patch does not apply")
         if script.endswith("/tmp/patch.diff"):
             if self.apply_failures:
                 self.apply_failures -= 1
@@ -115,11 +122,11 @@ class FakeClient:
     def __init__(self, logs=None):
         self.logs = logs or {}
         self.started = []
-        self.containers = types.SimpleNamespace(run=self._run)
+        self.containers = types.SimpleNamespace(run=self._run, list=lambda all, filters: [])
 
-    def _run(self, image, command, detach, working_dir):
-        assert command == "tail -f /dev/null" and detach and working_dir == "/testbed"
-        container = FakeContainer(image, self.logs)
+    def _run(self, image, command, detach, working_dir, name, **limits):
+        assert command[0] == "sleep" and detach and working_dir == "/testbed" and limits["auto_remove"]
+        container = FakeContainer(image, self.logs, name)
         self.started.append(container)
         return container
 
@@ -139,7 +146,7 @@ class FakeHarness:
     def eval_script(self, spec):
         return "#!/bin/bash\necho eval\n"
 
-    def test_script(self, spec, instance, test_ids):
+    def test_script(self, spec, test_ids):
         return "run " + " ".join(test_ids)
 
     def parse(self, spec, log):
@@ -147,6 +154,17 @@ class FakeHarness:
             return {}, False
         body = log.split(START)[1].split(END)[0]
         return dict(re.findall(r"^(\S+) (PASSED|FAILED|ERROR|SKIPPED)$", body, re.MULTILINE)), True
+
+    def report(self, spec, patch, log):
+        """`get_eval_report`'s entry, for the demo instance's two tests (the real one: test_swebench_real)."""
+        tests, found = self.parse(spec, log)
+        if not found:
+            return {"resolved": False, "patch_successfully_applied": False}
+        status = {name: {"success": [t for t in ids if tests.get(t) == "PASSED"],
+                         "failure": [t for t in ids if tests.get(t) != "PASSED"]}
+                  for name, ids in (("FAIL_TO_PASS", [F2P]), ("PASS_TO_PASS", [P2P]))}  # fmt: skip
+        resolved = not status["FAIL_TO_PASS"]["failure"] and not status["PASS_TO_PASS"]["failure"]
+        return {"resolved": resolved, "patch_successfully_applied": True, "tests_status": status}
 
 
 def eval_log(*pairs):
@@ -263,17 +281,32 @@ def test_grade_tries_the_patch_fallbacks_then_gives_up():
 
     def failing_run(self, *args, **kwargs):
         container = original(self, *args, **kwargs)
-        container.apply_failures = 3
+        container.apply_failures = 4
         return container
 
     client.containers.run = types.MethodType(failing_run, client)
     grade = asyncio.run(rt.grade(make_instance(), file_diff("calc.py", CALC, FIXED)))
     assert not grade.resolved and not grade.applied and grade.log == "error: patch failed"
     (container,) = client.started
-    assert [c[2] for c in container.execs if c[0] == "/bin/bash"] == [
-        f"{c} /tmp/patch.diff" for c in GIT_APPLY_CMDS
-    ]
+    bash = [c[2] for c in container.execs if c[0] == "/bin/bash"]
+    tries = [f"{c} /tmp/patch.diff" for c in GIT_APPLY_CMDS]
+    assert bash == [tries[0], RESET_BETWEEN_ATTEMPTS, tries[1], RESET_BETWEEN_ATTEMPTS, tries[2],
+                    RESET_BETWEEN_ATTEMPTS, tries[3], f"{ALREADY_APPLIED_CHECK} /tmp/patch.diff"]  # fmt: skip
     assert container.removed == 1
+
+
+def test_a_patch_that_reverses_cleanly_counts_as_applied():
+    rt, client = runtime({"/eval.sh": (0, eval_log((F2P, "PASSED"), (P2P, "PASSED")))})
+    original = FakeClient._run
+
+    def applied_run(self, *args, **kwargs):
+        container = original(self, *args, **kwargs)
+        container.apply_failures, container.already_applied = 4, True
+        return container
+
+    client.containers.run = types.MethodType(applied_run, client)
+    grade = asyncio.run(rt.grade(make_instance(), file_diff("calc.py", CALC, FIXED)))
+    assert grade.applied and grade.resolved
 
 
 def test_grade_when_the_tests_did_not_run_or_timed_out():
@@ -359,28 +392,6 @@ def test_unknown_repository_is_unavailable():
     rt, _ = runtime()
     with pytest.raises(RuntimeUnavailable, match="swebench has no spec for other/repo"):
         rt.check(make_instance(repo="other/repo"))
-
-
-def test_swebench_harness_script_and_spec_lookup(tmp_path):
-    harness = object.__new__(SwebenchHarness)  # skip the swebench imports: fake their pieces
-    harness.constants = types.SimpleNamespace(
-        MAP_REPO_VERSION_TO_SPECS={
-            "demo/calc": {"1.0": {"test_cmd": "pytest -rA", "eval_commands": ["export X=1"]}}
-        },
-        START_TEST_OUTPUT=START,
-        END_TEST_OUTPUT=END,
-    )
-    harness.get_logs_eval = lambda spec, path: ({"read": open(path).read()}, True)
-    assert harness.unsupported(make_instance()) is None
-    assert harness.unsupported(make_instance(version="9")) == (
-        "swebench has no spec for demo/calc version '9' (demo__calc-1)"
-    )
-    script = harness.test_script(None, make_instance(), [F2P, "tests/test_other.py::test_x", P2P])
-    assert script == (
-        "#!/bin/bash\nset -uxo pipefail\nsource /opt/miniconda3/bin/activate\nconda activate testbed\n"
-        f"cd /testbed\nexport X=1\n: '{START}'\npytest -rA tests/test_calc.py tests/test_other.py\n: '{END}'\n"
-    )
-    assert harness.parse(None, "the log") == ({"read": "the log"}, True)
 
 
 # ---- a real instance, when a Docker daemon (and the swe extra) is there ------------------------
