@@ -106,6 +106,7 @@ class Algorithm:
 
     name: ClassVar[str]  # registry name, e.g. "sao"
     summary: ClassVar[str]  # one line for `bench algos`
+    paper: ClassVar[str] = ""  # the paper (authors, title, arXiv id, equations) for `bench algos NAME`
     Config: ClassVar[type]  # frozen dataclass with paper defaults
     presets: ClassVar[dict[str, dict[str, Any]]] = {}  # named groups of config overrides
 
@@ -127,8 +128,12 @@ class Algorithm:
         values: dict[str, Any] = {}
         if preset is not None:
             if preset not in cls.presets:
+                import difflib
+
+                close = difflib.get_close_matches(preset, list(cls.presets), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
                 choices = ", ".join(sorted(cls.presets)) or "none"
-                raise ValueError(f"unknown preset {preset!r} for {cls.name}; valid presets: {choices}")
+                raise ValueError(f"unknown preset {preset!r} for {cls.name}; valid presets: {choices}{hint}")
             values.update(cls.presets[preset])
         values.update(overrides)
         return cls.Config(**values)

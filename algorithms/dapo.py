@@ -68,6 +68,7 @@ class Config:
 class DAPO(Algorithm):
     name = "dapo"
     summary = "clip-higher, token-mean, dynamic sampling, overlong reward shaping (vs old policy)"
+    paper = 'Yu et al., "DAPO: An Open-Source LLM Reinforcement Learning System at Scale", arXiv 2503.14476, eqs. 8, 13'
     Config = Config
     presets = {"no-shaping": {"overlong_buffer": 0.0, "overlong_penalty_factor": 0.0}}
     needs = frozenset({"old_logp"})

@@ -49,6 +49,9 @@ class Config:
 class DrGRPO(Algorithm):
     name = "dr-grpo"
     summary = "GRPO without std scaling and with a constant length normaliser (vs old policy)"
+    paper = (
+        'Liu et al., "Understanding R1-Zero-Like Training: A Critical Perspective", arXiv 2503.20783, eq. 3'
+    )
     Config = Config
     presets: dict = {}
     needs = frozenset({"old_logp"})

@@ -31,5 +31,7 @@ def describe_fields(config_cls: type) -> list[dict[str, Any]]:
         else:
             default = None
         type_name = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-        out.append({"name": f.name, "type": type_name, "default": default, "help": f.metadata.get("help", "")})
+        out.append(
+            {"name": f.name, "type": type_name, "default": default, "help": f.metadata.get("help", "")}
+        )
     return out

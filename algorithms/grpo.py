@@ -76,11 +76,13 @@ class Config:
 class GRPO(Algorithm):
     name = "grpo"
     summary = "group z-score advantages + PPO clip vs old policy (or DIS vs rollout: preset 'dis')"
+    paper = 'Shao et al., "DeepSeekMath", arXiv 2402.03300, eq. 3 (GRPO+DIS: arXiv 2607.07508)'
     Config = Config
     presets = {
         "clip-higher": {"eps_high": 0.28},  # the paper's vanilla GRPO baseline
         "dis": {"importance": "dis"},  # the paper's GRPO + DIS baseline
     }
+
     @property
     def needs(self) -> frozenset[str]:
         needs = {"old_logp"} if self.config.importance == "ppo-clip" else set()

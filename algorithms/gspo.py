@@ -46,6 +46,7 @@ class Config:
 class GSPO(Algorithm):
     name = "gspo"
     summary = "group z-score advantages + clipped sequence-level ratio exp(mean_t log r_t)"
+    paper = 'Zheng et al., "Group Sequence Policy Optimization", arXiv 2507.18071, eqs. 5-7'
     Config = Config
     presets: dict = {}
     needs = frozenset({"old_logp"})

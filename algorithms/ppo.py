@@ -75,6 +75,7 @@ class Config:
 class PPO(Algorithm):
     name = "ppo"
     summary = "PPO: critic + GAE, clipped surrogate vs old policy, clipped value loss (preset 'vapo')"
+    paper = 'Schulman et al., "Proximal Policy Optimization Algorithms", arXiv 1707.06347, eq. 7; GAE arXiv 1506.02438; VAPO arXiv 2504.05118'
     Config = Config
     presets = {
         "vapo": {"length_adaptive_lambda": True, "alpha": 1.5, "lambda_critic": 1.0, "eps_high": 0.28},

@@ -43,6 +43,7 @@ class _Entry:
     target: str  # "module:Class"
     source: str  # "built-in", "entry point <dist>", "plugin <module>"
     cls: type[Algorithm] | None = None
+    dist: metadata.Distribution | None = None  # the installed distribution of an entry point
 
 
 _entries: dict[str, _Entry] | None = None
@@ -76,7 +77,7 @@ def _table() -> dict[str, _Entry]:
         entries = {name: _Entry(target, "built-in") for name, target in BUILTINS.items()}
         for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
             dist = ep.dist.name if ep.dist is not None else "unknown distribution"
-            _add(entries, ep.name, _Entry(ep.value, f"entry point ({dist})"))
+            _add(entries, ep.name, _Entry(ep.value, f"entry point ({dist})", dist=ep.dist))
         _entries = entries
     return _entries
 
@@ -123,7 +124,10 @@ def check(name: str) -> None:
     if name not in table:
         close = difflib.get_close_matches(name, list(table), n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        raise RegistryError(f"unknown algorithm {name!r}; {hint}available: {', '.join(table)}")
+        raise RegistryError(
+            f"unknown algorithm {name!r}; {hint}available: {', '.join(table)} (a plugin: pass --plugin MODULE, "
+            "or install its package)"
+        )
 
 
 def get(name: str) -> type[Algorithm]:
@@ -152,7 +156,9 @@ def check_needs(cls: type[Algorithm]) -> None:
     try:
         by_preset = needs_by_preset(cls)
     except (TypeError, ValueError) as exc:
-        raise RegistryError(f"algorithm {cls.name!r}: its default config or a preset is invalid: {exc}") from None
+        raise RegistryError(
+            f"algorithm {cls.name!r}: its default config or a preset is invalid: {exc}"
+        ) from None
     for label, needs in by_preset.items():
         unknown = sorted(set(needs) - OPTIONAL_INPUTS)
         if unknown:
@@ -162,18 +168,68 @@ def check_needs(cls: type[Algorithm]) -> None:
             )
 
 
+def provenance(name: str) -> dict[str, str | None]:
+    """Where algorithm `name` comes from, as config.json records it: its source ("built-in",
+    "entry point (dist)", "plugin MODULE"), class ("module:Class"), module, and for code outside
+    this project the distribution that provides it and its version (None when it is a loose file)."""
+    cls, entry = get(name), _table()[name]
+    dist = version = None
+    if entry.dist is not None:
+        dist, version = entry.dist.name, entry.dist.version
+    elif entry.source != "built-in":  # a --plugin module: from an installed package, or a loose file
+        dist = next(iter(metadata.packages_distributions().get(cls.__module__.split(".")[0], [])), None)
+        try:
+            version = metadata.version(dist) if dist else None
+        except metadata.PackageNotFoundError:
+            version = None
+    return {"source": entry.source, "class": f"{cls.__module__}:{cls.__qualname__}", "module": cls.__module__,
+            "distribution": dist, "version": version}  # fmt: skip
+
+
+def paper_of(cls: type[Algorithm]) -> str:
+    """The paper an algorithm implements: its `paper` attribute, else the "Paper:" paragraph of
+    its module's docstring, else ""."""
+    if getattr(cls, "paper", ""):
+        return cls.paper
+    doc = inspect.getdoc(importlib.import_module(cls.__module__)) or ""
+    for paragraph in doc.split("\n\n"):
+        if paragraph.lstrip().startswith(("Paper:", "Papers:")):
+            return " ".join(paragraph.split(":", 1)[1].split())
+    return ""
+
+
 def describe(name: str) -> dict:
-    """What `bench algos` shows for one algorithm."""
+    """What `bench algos` shows for one algorithm: the list's columns, and for `bench algos NAME`
+    its paper, config fields and, per preset, what the preset changes and what the algorithm then
+    needs, its group size and its critic settings."""
+    import dataclasses
+
+    from algorithms.fields import describe_fields
+
     cls = get(name)
     algo = cls()
+    configs = {"default": cls.Config(), **{p: cls.make_config(p) for p in cls.presets}}
+    per_preset = {}
+    for label, config in configs.items():
+        configured = cls(config)
+        critic = configured.critic
+        per_preset[label] = {
+            "changes": {} if label == "default" else dict(cls.presets[label]),
+            "needs": sorted(configured.needs),
+            "rollouts_per_prompt": configured.group_size,
+            "critic": None if critic is None else dataclasses.asdict(critic),
+        }
     return {
         "name": name,
         "summary": cls.summary,
+        "paper": paper_of(cls),
         "rollouts_per_prompt": algo.group_size,
         "critic": algo.critic is not None,
         "needs": sorted(algo.needs),
-        "needs_by_preset": needs_by_preset(cls),
+        "needs_by_preset": {label: d["needs"] for label, d in per_preset.items()},
         "presets": sorted(cls.presets),
         "source": _table()[name].source,
         "class": f"{cls.__module__}:{cls.__qualname__}",
+        "fields": describe_fields(cls.Config),
+        "by_preset": per_preset,
     }

@@ -49,6 +49,7 @@ class Config:
 class RLOO(Algorithm):
     name = "rloo"
     summary = "leave-one-out baseline + PPO clip vs old policy (preset 'trl': sequence-level ratio)"
+    paper = 'Ahmadian et al., "Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human Feedback in LLMs", arXiv 2402.14740, eq. 6'
     Config = Config
     presets = {"trl": {"ratio_level": "sequence-sum", "aggregation": "seq-mean-token-mean"}}
     needs = frozenset({"old_logp"})

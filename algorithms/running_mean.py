@@ -52,6 +52,7 @@ class Config:
 class RunningMean(Algorithm):
     name = "running-mean"
     summary = "single rollout, running-mean reward baseline (no critic), DIS objective"
+    paper = 'the critic-free ablation of Hou et al., "Single-Rollout Asynchronous Optimization for Agentic Reinforcement Learning", arXiv 2607.07508'
     Config = Config
     presets = {"online": {"scope": "global", "window": 128}}
     needs = frozenset()

@@ -89,6 +89,7 @@ class Config:
 class SAO(Algorithm):
     name = "sao"
     summary = "single rollout + critic (TTUR, frozen attention, decoupled GAE) + DIS objective"
+    paper = 'Hou, Li, Tang, Dong, "Single-Rollout Asynchronous Optimization for Agentic Reinforcement Learning", arXiv 2607.07508, eqs. 1-3'
     Config = Config
     presets = {
         "math": {"eps_low": 0.3, "eps_high": 5.0},

@@ -7,6 +7,7 @@ A user mistake (unknown name, bad config value, missing file) ends with a one-li
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
 
@@ -18,8 +19,27 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (`bench: error: ...`, exit 2) instead of usage dumps."""
 
     def error(self, message: str):  # type: ignore[override]
-        print(f"bench: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        print(
+            f"bench: error: {message}{self._flag_hint(message)} (see `{self.prog} --help`)", file=sys.stderr
+        )
         sys.exit(2)
+
+    def _flag_hint(self, message: str) -> str:
+        """` (did you mean --steps?)` for a misspelt option among the unrecognized arguments."""
+        if not message.startswith("unrecognized arguments:"):
+            return ""
+        parsers = [self]
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers += list(action.choices.values())
+        options = {o for p in parsers for a in p._actions for o in a.option_strings if o.startswith("--")}
+        for token in message.split(":", 1)[1].split():
+            close = (
+                difflib.get_close_matches(token.split("=")[0], options, n=1) if token.startswith("--") else []
+            )
+            if close:
+                return f" (did you mean {close[0]}?)"
+        return ""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -59,6 +59,12 @@ class RunDir:
         run.metrics_path.touch()
         return run
 
+    def update_env(self, extra: dict[str, Any]) -> None:
+        """Add keys to env.json (provenance learnt after the start, e.g. the engine's)."""
+        path = self.path / "env.json"
+        env = json.loads(path.read_text()) if path.exists() else {}
+        write_json_atomic(path, {**env, **extra})
+
     def read_config(self) -> dict[str, Any]:
         """The resolved config this run was started with."""
         return json.loads((self.path / "config.json").read_text())

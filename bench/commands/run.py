@@ -56,6 +56,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "changed setting is refused)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="end with one JSON line (run_dir, steps, wall_s, last reward) instead of the summary table",
+    )
 
 
 def override_layers(args: argparse.Namespace) -> list[dict]:
@@ -94,14 +99,20 @@ def run(args: argparse.Namespace) -> int:
     if not process_state().is_main_process:
         return 0
     final = summary.get("final", {})
-    print(
-        json.dumps(
-            {
-                "run_dir": str(Path(run_dir.path)),
-                "steps": summary["steps"],
-                "wall_s": round(summary["wall_s"], 1),
-                "reward/mean(last step)": final.get("reward/mean"),
-            }
-        )
-    )
+    if args.json:
+        print(json.dumps({"run_dir": str(Path(run_dir.path)), "steps": summary["steps"],
+                          "wall_s": round(summary["wall_s"], 1), "reward/mean(last step)": final.get("reward/mean")}))  # fmt: skip
+    else:
+        _print_end_of_run(config, run_dir, summary)
     return 0
+
+
+def _print_end_of_run(config: RunConfig, run_dir, summary: dict) -> None:
+    """The end-of-run table and the next commands (`results.run_end`)."""
+    from benchmarks import registry as bench_registry
+    from results.run_end import format_end_of_run
+
+    benches = [b.strip() for b in config.eval_bench.split(",") if b.strip()]
+    if not benches and config.task in bench_registry.names():
+        benches = [config.task]  # the task's own benchmark
+    print(format_end_of_run(str(run_dir.path), summary, run_dir.read_metrics(), config.to_dict(), benches))

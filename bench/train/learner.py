@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from algorithms.base import Algorithm, CriticLossInputs, PolicyLossInputs, Trajectories
+from algorithms.outputs import check_advantage_result, check_loss_output
 from bench.errors import RunStopped
 from bench.models.critic import ValueModel, freeze_attention
 from bench.models.logprobs import learner_chunk_tokens, response_logprobs
@@ -138,6 +139,7 @@ class Learner:
         self.version = 0  # policy version: number of policy optimizer updates
         self.nonfinite_in_a_row = 0
         self.nonfinite_total = 0
+        self._advantage_problem: str | None = None  # non-finite advantages of this step, if any
 
     @property
     def unwrapped_policy(self) -> torch.nn.Module:
@@ -174,6 +176,7 @@ class Learner:
             traj.values_B_T = old_values_B_T
             critic_s += time.perf_counter() - start
         adv = algo.advantages(traj)
+        self._advantage_problem = check_advantage_result(algo, adv, traj)  # wrong shape: a one-line error
         metrics.update(adv.metrics)
         if algo.critic is not None:
             t0 = time.perf_counter()
@@ -203,11 +206,14 @@ class Learner:
             res = self.algo.critic_loss(
                 CriticLossInputs(values_B_T, old_values_B_T, returns_B_T, batch.action_mask_B_T)
             )
+            cause = check_loss_output(self.algo, "critic_loss", res)  # wrong type or shape: a one-line error
+            cause = self._advantage_problem or cause
             grad_norm = self._optimize(
                 res.loss,
                 self.critic,
                 self.critic_opt,
                 self._chunked(rows, chunks, values_B_T, self.critic, self.critic),
+                cause or f"{self.algo.name}.critic_loss",
             )
             out = {**res.metrics, "value/grad_norm": float("nan") if grad_norm is None else grad_norm}
         return out
@@ -253,7 +259,11 @@ class Learner:
                 self.policy, packed, temperature=self.temperature
             )[0]
             chunked = self._chunked(mb, token_chunks, logp_B_T, self.policy, logp_only)
-            grad_norm = self._optimize(res.loss, self.policy, self.policy_opt, chunked)
+            cause = check_loss_output(self.algo, "policy_loss", res)  # wrong type or shape: a one-line error
+            cause = self._advantage_problem or cause
+            grad_norm = self._optimize(
+                res.loss, self.policy, self.policy_opt, chunked, cause or f"{self.algo.name}.policy_loss"
+            )
             updated |= grad_norm is not None
             step_metrics = {
                 **res.metrics,
@@ -293,10 +303,16 @@ class Learner:
         return backward
 
     def _optimize(
-        self, loss: torch.Tensor, model, optimizer, backward: Callable[[torch.Tensor], None] | None = None
+        self,
+        loss: torch.Tensor,
+        model,
+        optimizer,
+        backward: Callable[[torch.Tensor], None] | None = None,
+        source: str = "the loss",
     ) -> float | None:
         """Backward (`backward(loss)` when given, e.g. a chunked one), clip, step; skip (and
-        count) a non-finite loss or gradient.
+        count) a non-finite loss or gradient, noting `source` (the plugin method, or what made its
+        loss non-finite) for the message that stops a diverged run.
 
         The finiteness check is agreed across ranks: if one rank skipped its backward while
         the others ran theirs, the gradient all-reduce would wait forever."""
@@ -306,7 +322,7 @@ class Learner:
             finite = self.accelerator.reduce(finite.to(self.accelerator.device), reduction="sum")
             finite = (finite >= self.accelerator.num_processes).float()
         if not bool(finite.item()):
-            return self._nonfinite()
+            return self._nonfinite(source)
         if backward is None:
             self.accelerator.backward(loss)
         else:
@@ -314,18 +330,18 @@ class Learner:
         grad_norm = float(self.accelerator.clip_grad_norm_(model.parameters(), self.grad_clip))
         if not math.isfinite(grad_norm):
             optimizer.zero_grad(set_to_none=True)
-            return self._nonfinite()
+            return self._nonfinite(f"a non-finite gradient of {source}")
         optimizer.step()
         self.nonfinite_in_a_row = 0
         return grad_norm
 
-    def _nonfinite(self) -> None:
+    def _nonfinite(self, cause: str) -> None:
         self.nonfinite_in_a_row += 1
         self.nonfinite_total += 1
         if self.nonfinite_in_a_row >= self.nan_patience:
             raise TrainingDiverged(
                 f"{self.nonfinite_in_a_row} consecutive non-finite losses/gradients at step {self.step}; "
-                "stopping (lower the learning rate or check the reward scale)"
+                f"stopping (lower the learning rate or check the reward scale); last from: {cause}"
             )
         return None
 

@@ -24,6 +24,7 @@ from bench.errors import RunStopped
 from bench.rollout.producer import Group, RolloutProducer
 from bench.rollout.worker import EngineWorker
 from bench.seeding import derive_seed
+from bench.trackers import open_trackers
 from bench.train.budget import Consumption, stop_reason
 from bench.train.checkpoints import save_checkpoint
 from bench.train.learner import Learner, build_batch
@@ -127,6 +128,7 @@ def start_rollouts(config: RunConfig, task: Any, tokenizer: Any, learner: Learne
         tokenizer,
         process=config.engine_process,
         max_batch_size=config.engine_slots,
+        engine_args=config.engine_args,
     )
     previous_threads = _leave_cores_for_the_engine(engine, acc)
     engine.update_weights(learner.unwrapped_policy.state_dict(), learner.version)
@@ -172,14 +174,21 @@ def train(
     if resume is not None and is_main:
         run.truncate_metrics(learner.step)
     consumed = Consumption.load(resume)
+    trackers = open_trackers(
+        config.report_to, run.path, run.read_config() if is_main else {}, enabled=is_main
+    )
     rollouts = start_rollouts(config, task, tokenizer, learner)
+    if is_main:  # what the engine turned out to be (vLLM: its version, dtypes, options)
+        run.update_env({"engine": rollouts.engine.provenance()})
     bar = progress_bar(config.steps, learner.step, progress and is_main)
     start, first_step = time.perf_counter(), learner.step
     last: dict[str, float] = {}
     reason = stop_reason(config, learner.step, consumed)  # e.g. a resume of a finished run
     try:
         if config.eval_every and learner.step == 0 and is_main:
-            run.append_metrics({"step": 0, **evaluate_during_training(config, learner, tokenizer, run)})
+            before = {"step": 0, **evaluate_during_training(config, learner, tokenizer, run)}
+            run.append_metrics(before)
+            trackers.log(before)
         while reason is None:
             step_start = time.perf_counter()
             last = _one_step(config, task, tokenizer, learner, rollouts, run if is_main else None)
@@ -193,11 +202,13 @@ def train(
                 if resume is not None and learner.step == first_step + 1:
                     last["resume/from_step"] = float(first_step)
                 run.append_metrics(last)
+                trackers.log(last)  # the same records, mirrored to --report-to trackers
                 if _checkpoint_due(config, learner.step) or reason is not None:
                     save_checkpoint(run, learner, tokenizer, learner.step, config.keep_checkpoints, consumed)
             advance_bar(bar, last, learner.step - first_step, time.perf_counter() - start)
     finally:
         rollouts.close()
+        trackers.close()
         if bar is not None:
             bar.close()
     summary = {**_summary(learner, time.perf_counter() - start, last), "stopped_by": reason,

@@ -9,11 +9,12 @@ aside and the run continues from the newest intact one, or from step 0 when ther
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.config import RunConfig, build_config
+from bench.config import RECORDED_KEYS, RunConfig, build_config, recorded_config
 from bench.errors import UsageError
 from results.rundir import RunDir, write_json_atomic
 
@@ -25,6 +26,7 @@ EXTENDING_FIELDS = (
     "checkpoint_every",
     "keep_checkpoints",
     "eval_every",
+    "report_to",
 )
 """Settings a resume may change: they extend a run (longer, checkpointed or evaluated more
 often) without changing what it is. Any other changed setting is refused."""
@@ -58,7 +60,7 @@ def start_run(config: RunConfig, out: str | Path | None = None, *, progress: boo
         raise UsageError("--out is required under accelerate launch (every rank must use the same run dir)")
     out = check_out_dir(out if out is not None else default_run_dir(config))
     if state.is_main_process:
-        run = RunDir.create(out, config.to_dict(), environment_info(config.seed))
+        run = RunDir.create(out, recorded_config(config), environment_info(config.seed))
         run.lock()
         print(f"run directory: {run.path}")
         if config.model == "tiny":
@@ -66,7 +68,13 @@ def start_run(config: RunConfig, out: str | Path | None = None, *, progress: boo
 
             ensure_base_checkpoint(config.task, config.task_args, progress=progress)
     state.wait_for_everyone()
+    _name_the_run(out)
     return RunDir(out)
+
+
+def _name_the_run(path: Path) -> None:
+    """BENCH_RUN_ID: what this process's SWE containers are named and labelled by."""
+    os.environ["BENCH_RUN_ID"] = Path(path).resolve().name
 
 
 def resume_run(path: str | Path, *overrides: dict[str, Any]) -> tuple[RunDir, RunConfig, Path | None]:
@@ -79,6 +87,7 @@ def resume_run(path: str | Path, *overrides: dict[str, Any]) -> tuple[RunDir, Ru
     if not (run.path / "config.json").exists():
         raise UsageError(f"--resume {run.path}: not a run directory (no config.json)")
     saved = run.read_config()
+    _load_recorded_plugin(run, saved)
     config = build_config(saved, *overrides)
     # a field the saved config lacks (added to RunConfig since) takes its default: not a change
     changed = {k: (saved[k], v) for k, v in config.to_dict().items() if k in saved and saved[k] != v}
@@ -98,14 +107,56 @@ def resume_run(path: str | Path, *overrides: dict[str, Any]) -> tuple[RunDir, Ru
         for bad, why in damaged:
             print(f"bench: checkpoint {bad.name} is damaged ({why}); continuing from an earlier one")
             _set_aside(bad)
+        _note_changed_algorithm(saved, recorded_config(config))
         if changed:
-            write_json_atomic(run.path / "config.json", config.to_dict())
+            write_json_atomic(run.path / "config.json", {**saved, **config.to_dict()})
         run.append_event({"event": "resume", "from_step": _step_of(checkpoint), "changed": changed})
         if checkpoint is None:
             run.truncate_metrics(0)
+    _name_the_run(run.path)
     where = checkpoint.name if checkpoint is not None else "step 0 (no intact checkpoint yet)"
     print(f"resuming {run.path} from {where}")
     return run, config, checkpoint
+
+
+def _load_recorded_plugin(run: RunDir, saved: dict[str, Any]) -> None:
+    """Register the plugin a run was trained with (config.json's `algo_source`), so that
+    `--resume` needs no `--plugin`; a one-line UsageError when its module cannot be imported now."""
+    from algorithms import registry
+
+    source = saved.get("algo_source") or {}
+    if (
+        saved.get("algo") in registry.names()
+        or not source.get("module")
+        or source.get("source") == "built-in"
+    ):
+        return
+    try:
+        registry.load_plugin_module(source["module"])
+    except registry.RegistryError as exc:
+        dist = source.get("distribution")
+        where = (
+            f"install {dist}=={source.get('version')}" if dist else f"put {source['module']} on PYTHONPATH"
+        )
+        raise UsageError(f"--resume {run.path}: its algorithm {saved.get('algo')!r} comes from plugin module "
+                         f"{source['module']!r}, which cannot be loaded now ({exc}); {where}") from None  # fmt: skip
+
+
+def _note_changed_algorithm(saved: dict[str, Any], now: dict[str, Any]) -> None:
+    """Print a note when the algorithm's effective config or its plugin version differs from what
+    the run recorded (e.g. a plugin upgraded between start and resume); the run goes on."""
+    for key in RECORDED_KEYS:
+        before, after = saved.get(key), now.get(key)
+        if before is None or before == after:
+            continue
+        diff = [
+            f"{k}: {before.get(k)!r} -> {after.get(k)!r}"
+            for k in sorted({*before, *after})
+            if before.get(k) != after.get(k)
+        ]
+        print(
+            f"bench: note: {key} differs from the one recorded at the start of this run ({'; '.join(diff)})"
+        )
 
 
 def _set_aside(checkpoint: Path) -> Path:

@@ -124,3 +124,84 @@ def test_cli_unknown_plugin_is_one_line_exit_2():
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "cannot import plugin module" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+# ---- plugins that explain themselves: describe, provenance, `bench algos NAME`, `--check` ----------
+
+
+def test_describe_shows_fields_presets_and_what_each_preset_changes():
+    info = registry.describe("grpo")
+    fields = {f["name"]: f for f in info["fields"]}
+    assert (
+        fields["eps_high"]["type"] == "float"
+        and fields["eps_high"]["default"] == 0.2
+        and fields["eps_high"]["help"]
+    )
+    assert info["paper"].startswith("Shao et al.")
+    dis = info["by_preset"]["dis"]
+    assert dis["changes"] == {"importance": "dis"} and dis["needs"] == [] and dis["rollouts_per_prompt"] == 8
+    assert info["by_preset"]["default"]["needs"] == ["old_logp"]
+    assert registry.describe("sao")["by_preset"]["single-critic-update"]["critic"]["updates_per_step"] == 1
+
+
+def test_provenance_of_builtins_plugins_and_entry_points(tmp_path, monkeypatch):
+    assert registry.provenance("sao") == {"source": "built-in", "class": "algorithms.sao:SAO",
+                                          "module": "algorithms.sao", "distribution": None, "version": None}  # fmt: skip
+    _fake_distribution(tmp_path, "reinforce = reinforce_plugin:Reinforce")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    registry.reset()  # re-read entry points
+    source = registry.provenance("reinforce")
+    assert (source["module"], source["distribution"], source["version"]) == (
+        "reinforce_plugin",
+        "reinforce-example",
+        "0.1",
+    )
+
+
+def test_unknown_name_hints_at_plugins():
+    with pytest.raises(registry.RegistryError, match=r"pass --plugin MODULE, or install its package"):
+        registry.check("reinforce")
+
+
+def test_cli_algos_name_explains_the_algorithm():
+    out = _bench("algos", "sao")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    for expected in ("sao: single rollout", "paper:    Hou, Li, Tang, Dong", "source:   built-in (algorithms.sao:SAO)",
+                     "critic:   updates_per_step=2, warmup_steps=10", "eps_high", "float", "5.0",
+                     "coding                 eps_low=0.8, eps_high=3.0", "bench algos --check sao"):  # fmt: skip
+        assert expected in text, expected
+
+
+def test_cli_check_passes_on_the_example_and_fails_one_line_per_problem(tmp_path):
+    ok = _bench(
+        "algos",
+        "--check",
+        "reinforce",
+        "--plugin",
+        "reinforce_plugin",
+        env_extra={"PYTHONPATH": str(EXAMPLES)},
+    )
+    assert ok.returncode == 0 and ok.stdout.startswith("ok   reinforce: conforms"), ok.stdout + ok.stderr
+    (tmp_path / "leaky_plugin.py").write_text(
+        textwrap.dedent("""
+        from reinforce_plugin import Reinforce
+        from algorithms.base import LossOutput
+
+        class Leaky(Reinforce):
+            name = "leaky"
+
+            def policy_loss(self, inp):
+                loss = -(inp.advantages_B_T * inp.logp_B_T * inp.action_mask_B_T).sum()
+                return LossOutput(loss, {})
+    """)
+    )
+    path = f"{tmp_path}:{EXAMPLES}"
+    bad = _bench("algos", "--check", "leaky", "--plugin", "leaky_plugin", env_extra={"PYTHONPATH": path})
+    assert bad.returncode == 1
+    lines = bad.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "FAIL leaky (leaky_plugin.Leaky): [default] policy_loss() returned nan"
+    )
+    assert "select_tokens" in lines[0] and "1 of 1 failed: leaky" in bad.stderr

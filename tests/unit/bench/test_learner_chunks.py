@@ -89,6 +89,8 @@ def test_a_chunked_step_updates_exactly_like_the_whole_batch(algo_name, minibatc
         m_whole, m_chunked = whole.train_step(batch), chunked.train_step(batch)
     assert m_whole.keys() == m_chunked.keys()
     for key, value in m_whole.items():
+        if key.startswith("time/"):  # wall-clock times of the two learners, not part of the update
+            continue
         assert m_chunked[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
     assert len(grads_whole) == len(grads_chunked) >= 2 * minibatches
     for step_whole, step_chunked in zip(grads_whole, grads_chunked, strict=True):
