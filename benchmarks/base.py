@@ -284,6 +284,7 @@ class BenchmarkSpec:
     columns: tuple[str, ...]
     parse_row: Callable[[int, dict[str, Any]], Problem] = field(repr=False)
     episode_task: Callable[[Sequence[Problem]], Any] | None = field(default=None, repr=False)
+    split: str = "test"  # or "validation": tuning and checkpoint selection only, never reported
     breakdown: str | None = None
     """A `Problem.meta` key (e.g. a difficulty such as the number of operands, or a category):
     the summary then also reports avg@k per value of it (`summary["breakdown"]`)."""

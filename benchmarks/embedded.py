@@ -50,6 +50,7 @@ def task_benchmark(
     sampling: SamplingDefaults,
     episode: bool = False,
     breakdown: str | None = None,
+    split: str = "test",
 ) -> BenchmarkSpec:
     """A benchmark of `n` held-out problems of the `envs` task `task_name` (seed `seed`);
     `episode=True` plays each sample as an episode of the task (multi-turn tasks); `breakdown`:
@@ -70,6 +71,7 @@ def task_benchmark(
         parse_row=_task_row,
         episode_task=_task_factory(task_name) if episode else None,
         breakdown=breakdown,
+        split=split,
     )
 
 
@@ -84,16 +86,23 @@ def _task_factory(task_name: str):
     return make
 
 
-def arith() -> BenchmarkSpec:
+VALIDATION_SEED = 1
+"""Seed of the embedded validation splits (`arith-val`, `agent-val`): another held-out stream of
+the same task, for tuning and checkpoint selection, never reported as a result."""
+
+
+def arith(seed: int = 0, name: str = "arith", split: str = "test") -> BenchmarkSpec:
     """`arith`: 200 fixed chains of the arith task (seed 0), graded by `grade_integer`."""
     from envs.arith import ArithTask
 
     return task_benchmark(
         "arith",
         n=ARITH_N,
-        seed=0,
+        seed=seed,
+        name=name,
+        split=split,
         version=1,
-        description=f"arith task held-out set: {ARITH_N} single-digit +/- chains (seed 0), integer answers",
+        description=f"arith task held-out {split} set: {ARITH_N} single-digit +/- chains (seed {seed}), integer answers",
         grader=grade_integer,
         sampling=SamplingDefaults(temperature=1.0, top_p=1.0, max_new_tokens=ArithTask.max_new_tokens, k=4),
         breakdown="n_operands",
@@ -104,7 +113,7 @@ AGENT_N = 200
 """Size of the `agent` benchmark."""
 
 
-def agent() -> BenchmarkSpec:
+def agent(seed: int = 0, name: str = "agent", split: str = "test") -> BenchmarkSpec:
     """`agent`: 200 fixed episodes of the agent task (seed 0): look up hidden values with tool
     calls, then answer; correct when the episode's reward is 1."""
     from envs.agent import AgentTask
@@ -112,11 +121,23 @@ def agent() -> BenchmarkSpec:
     return task_benchmark(
         "agent",
         n=AGENT_N,
-        seed=0,
+        seed=seed,
+        name=name,
+        split=split,
         version=2,  # 2: a right answer counts only if every variable was looked up
-        description=f"agent task held-out set: {AGENT_N} tool-lookup arithmetic episodes (seed 0)",
+        description=f"agent task held-out {split} set: {AGENT_N} tool-lookup arithmetic episodes (seed {seed})",
         grader=None,
         sampling=SamplingDefaults(temperature=1.0, top_p=1.0, max_new_tokens=AgentTask.max_new_tokens, k=4),
         episode=True,
         breakdown="n_vars",
     )
+
+
+def arith_val() -> BenchmarkSpec:
+    """`arith-val`: the validation split of arith (seed VALIDATION_SEED), for tuning only."""
+    return arith(VALIDATION_SEED, "arith-val", "validation")
+
+
+def agent_val() -> BenchmarkSpec:
+    """`agent-val`: the validation split of agent (seed VALIDATION_SEED), for tuning only."""
+    return agent(VALIDATION_SEED, "agent-val", "validation")

@@ -22,7 +22,9 @@ BENCHMARKS: dict[str, str] = {
     "gsm8k": "benchmarks.math_sets:gsm8k",
     "swe-verified": "benchmarks.swe_verified:swe_verified",
     "arith": "benchmarks.embedded:arith",
+    "arith-val": "benchmarks.embedded:arith_val",
     "agent": "benchmarks.embedded:agent",
+    "agent-val": "benchmarks.embedded:agent_val",
     "swe-mini": "benchmarks.swe_mini:swe_mini",
     "swe-synth": "benchmarks.swe_mini:swe_synth",
 }

@@ -102,6 +102,8 @@ class Comparison:
     @property
     def arms(self) -> list[str]:
         """Arm names in the order the spec lists them (then any others, sorted)."""
+        if self.runs.empty:
+            return []
         listed = [a["name"] for spec in self.specs for a in spec.get("arms", [])]
         seen = list(dict.fromkeys(listed + sorted(set(self.runs["arm"]) - set(listed))))
         return [a for a in seen if a in set(self.runs["arm"])]

@@ -158,6 +158,7 @@ class ComparisonSpec:
     budget: tuple[str, float]
     eval: EvalPlan
     shared: dict[str, Any] = field(default_factory=dict)  # run fields for every run (--mode, --set)
+    tuning: dict[str, Any] | None = None  # with --params-from-sweep: the sweep and its budget per arm
 
     def run_names(self) -> list[str]:
         """`<arm>-s<seed>` of every run, arm-major (the order workers take them in)."""
@@ -206,6 +207,7 @@ class ComparisonSpec:
             budget=(data["budget"]["kind"], data["budget"]["amount"]),
             eval=EvalPlan(**{**data["eval"], "benchmarks": tuple(data["eval"]["benchmarks"])}),
             shared=dict(data.get("shared", {})),
+            tuning=data.get("tuning"),
         )
 
     def fingerprint(self) -> str:

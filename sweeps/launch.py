@@ -55,12 +55,13 @@ def _die_with_parent() -> None:
         pass
 
 
-def run_workers(out: Path, workers: int) -> list[int]:
-    """Start `workers` worker processes on the comparison in `out`, wait for all; their exit
-    codes. Ctrl-C stops them (their runs keep their checkpoints; the same command resumes)."""
+def run_workers(out: Path, workers: int, module: str = "sweeps.worker") -> list[int]:
+    """Start `workers` worker processes (`python -m MODULE OUT`: comparison workers, or
+    `sweeps.sweep_worker`) and wait for all; their exit codes. Ctrl-C stops them (their runs
+    keep their checkpoints; the same command resumes)."""
     procs = []
     for cores, gpus in zip(core_sets(workers), gpu_sets(workers)):
-        args = [sys.executable, "-m", "sweeps.worker", str(out)]
+        args = [sys.executable, "-m", module, str(out)]
         if cores:
             args += ["--cores", ",".join(map(str, cores))]
         env = dict(os.environ) if gpus is None else {**os.environ, "CUDA_VISIBLE_DEVICES": gpus}

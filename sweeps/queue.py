@@ -117,13 +117,15 @@ class Claim:
 class RunQueue:
     """The runs of one study (module docstring)."""
 
-    def __init__(self, storage: Any, study_name: str, lease_s: float = LEASE_S) -> None:
+    def __init__(self, storage: Any, study_name: str, lease_s: float = LEASE_S, direction: str = "maximize",
+                 sampler: Any = None, pruner: Any = None) -> None:  # fmt: skip
         import optuna
 
         self.storage, self.lease_s = storage, lease_s
         self.study = optuna.create_study(storage=storage, study_name=study_name, load_if_exists=True,
-                                         direction="maximize")  # fmt: skip
+                                         direction=direction, sampler=sampler, pruner=pruner)  # fmt: skip
         self.worker = worker_id()
+        self.study_id = storage.get_study_id_from_name(study_name)
 
     # ---- filling --------------------------------------------------------------------------
     def ensure(self, runs: list[str], retry_failed: bool = False) -> None:
@@ -145,7 +147,7 @@ class RunQueue:
         return out
 
     def _trials(self, states: tuple | None = None) -> list[Any]:
-        return self.storage.get_all_trials(self.study._study_id, deepcopy=False, states=states)
+        return self.storage.get_all_trials(self.study_id, deepcopy=False, states=states)
 
     # ---- claiming -------------------------------------------------------------------------
     def claim(self) -> Claim | None:
@@ -167,10 +169,11 @@ class RunQueue:
         return None
 
     def _earlier_live_trial(self, claim: Claim) -> int | None:
-        """The number of a lower-numbered trial of the same run that is RUNNING or COMPLETE."""
+        """The number of a lower-numbered trial of the same run that is RUNNING, COMPLETE or
+        PRUNED (a sweep's pruned trial is done too)."""
         from optuna.trial import TrialState
 
-        for t in self._trials((TrialState.RUNNING, TrialState.COMPLETE)):
+        for t in self._trials((TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED)):
             if t.user_attrs.get("run") == claim.run and t.number < claim.number:
                 return t.number
         return None
@@ -191,7 +194,10 @@ class RunQueue:
                 self.storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
             except UpdateFinishedTrialError:
                 continue  # another worker took it over first
-            self.study.enqueue_trial({}, user_attrs={"run": t.user_attrs["run"], "takeover_of": t.number})
+            # the same parameters again: a sweep's retry resumes the same configuration's runs
+            self.study.enqueue_trial(
+                dict(t.params), user_attrs={"run": t.user_attrs["run"], "takeover_of": t.number}
+            )
 
     def pending(self) -> int:
         """Trials WAITING or RUNNING (runs that may still need a worker)."""

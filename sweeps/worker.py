@@ -21,11 +21,7 @@ Logs: `logs/<run>.run.log` and `logs/<run>.eval.log`, appended across attempts.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
-import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,44 +29,11 @@ from typing import Any
 
 from results.comparison import STATUS_DIR, read_status, select_checkpoint
 from results.rundir import RunDir, write_json_atomic
-from sweeps.grid import ComparisonSpec, load_spec
+from sweeps.grid import ComparisonSpec, EvalPlan, load_spec
+from sweeps.processes import last_line, outcome, run_bench
 from sweeps.queue import LEASE_S, Claim, RunQueue, open_storage
 
 RUNS_DIR, LOGS_DIR, CONFIGS_DIR = "runs", "logs", "configs"
-STOPPED_PREFIX = "bench: run stopped:"  # how `bench run` reports a RunStopped (bench.cli), exit code 1
-_PR_SET_PDEATHSIG = 1
-
-
-def _child_setup(cores: list[int] | None):
-    """preexec_fn of run and eval processes: die with the worker, run on its cores."""
-
-    def setup() -> None:
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        except (OSError, AttributeError):  # not Linux: the lease still protects the run
-            pass
-        if cores:
-            os.sched_setaffinity(0, cores)
-
-    return setup
-
-
-def _bench(args: list[str], log: Path, cores: list[int] | None) -> int:
-    """Run `bench ARGS` as a child process, output appended to `log`; its exit code."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with open(log, "a") as f:
-        f.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} bench {' '.join(args)}\n")
-        f.flush()
-        proc = subprocess.Popen([sys.executable, "-m", "bench.cli", *args], stdout=f, stderr=subprocess.STDOUT,
-                                env=env, preexec_fn=_child_setup(cores))  # fmt: skip
-        return proc.wait()
-
-
-def _last_line(log: Path) -> str:
-    """The last meaningful line of a log (an error message, a traceback's last line)."""
-    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
-    return lines[-1][:500] if lines else "no output"
 
 
 def train_run(out: Path, spec: ComparisonSpec, name: str, cores: list[int] | None) -> tuple[str, str]:
@@ -90,21 +53,25 @@ def train_run(out: Path, spec: ComparisonSpec, name: str, cores: list[int] | Non
         write_json_atomic(config_file, build_config(*spec.config_layers(arm, seed)).to_dict())
         args = ["run", "--config", str(config_file), "--out", str(run.path)]
     log = out / LOGS_DIR / f"{name}.run.log"
-    code = _bench([*args, "--no-progress"], log, cores)
-    if code == 0:
-        return "finished", json.loads(summary.read_text()).get("stopped_by", "")
-    last = _last_line(log)
-    if code == 1 and last.startswith(STOPPED_PREFIX):  # the run ended itself: a result, not a crash
-        return "stopped", last.removeprefix(STOPPED_PREFIX).strip()
-    return "failed", f"bench run exited with {code}: {last}"
+    state, detail = outcome(run_bench([*args, "--no-progress"], log, cores), log)
+    if state == "finished":
+        detail = json.loads(summary.read_text()).get("stopped_by", "")
+    return state, detail
 
 
 def evaluate_run(out: Path, spec: ComparisonSpec, name: str, cores: list[int] | None) -> tuple[bool, str]:
     """Evaluate the run's selected checkpoint on the reported benchmarks: (ok, detail)."""
-    plan = spec.eval
-    if not plan.benchmarks:
+    if not spec.eval.benchmarks:
         return True, "no benchmarks to evaluate"
-    run_dir = out / RUNS_DIR / name
+    log = out / LOGS_DIR / f"{name}.eval.log"
+    return evaluate_checkpoint(out / RUNS_DIR / name, spec.eval, log, cores)
+
+
+def evaluate_checkpoint(
+    run_dir: Path, plan: EvalPlan, log: Path, cores: list[int] | None
+) -> tuple[bool, str]:
+    """Evaluate `run_dir`'s checkpoint chosen by `plan.select` on `plan.benchmarks` with `bench
+    eval` into `run_dir/evals/final/` (resumable, like any `bench eval`): (ok, detail)."""
     checkpoint, why = select_checkpoint(run_dir, plan.select)
     if checkpoint is None:
         return False, why
@@ -112,10 +79,9 @@ def evaluate_run(out: Path, spec: ComparisonSpec, name: str, cores: list[int] | 
             "--seed", str(plan.seed), "--out", str(run_dir / "evals" / "final"), "--no-progress"]  # fmt: skip
     if plan.limit is not None:
         args += ["--limit", str(plan.limit)]
-    log = out / LOGS_DIR / f"{name}.eval.log"
-    code = _bench(args, log, cores)
+    code = run_bench(args, log, cores)
     if code != 0:
-        return False, f"bench eval exited with {code}: {_last_line(log)}"
+        return False, f"bench eval exited with {code}: {last_line(log)}"
     write_json_atomic(
         run_dir / "evals" / "final" / "selected.json", {"checkpoint": str(checkpoint), "rule": why}
     )

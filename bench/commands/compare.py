@@ -32,9 +32,12 @@ def register(sub) -> None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of `bench compare`."""
-    p.add_argument("--algos", required=True, metavar="ARMS",
+    p.add_argument("--algos", default=None, metavar="ARMS",
                    help="comma-separated arms: an algorithm, ALGO:PRESET (e.g. ppo:vapo) or grpo+dis; or a "
                    "TOML file of [arms.NAME] tables (algo, preset, algo_args, set)")  # fmt: skip
+    p.add_argument("--params-from-sweep", default=None, metavar="SWEEP_DIR",
+                   help="arms = the sweep's algorithms with their best trials' parameters, run on fresh seeds (after "
+                   "the ones tuned on); the report states the tuning budget")  # fmt: skip
     p.add_argument("--task", default="arith", help="task every arm trains on (default: arith)")
     p.add_argument("--seeds", default="3", metavar="N|S,S,...",
                    help="seeds: N means 0..N-1, or a comma list (default: 3)")  # fmt: skip
@@ -88,6 +91,19 @@ def _seeds(text: str) -> tuple[int, ...]:
     return tuple(values)
 
 
+def _fresh_seeds(seeds: tuple[int, ...], tuned: list[int], explicit: bool) -> tuple[int, ...]:
+    """Seeds a tuned comparison may use: never one it was tuned on (N seeds start after them)."""
+    if explicit:
+        reused = sorted(set(seeds) & set(tuned))
+        if reused:
+            raise UsageError(
+                f"--seeds {','.join(map(str, reused))}: the sweep tuned on these; compare on fresh seeds"
+            )
+        return seeds
+    start = max(tuned) + 1
+    return tuple(range(start, start + len(seeds)))
+
+
 def build_spec(args: argparse.Namespace):
     """The comparison spec from the command line, every run's config validated (UsageError,
     RegistryError, GridError: one line, before anything is created)."""
@@ -97,7 +113,21 @@ def build_spec(args: argparse.Namespace):
     from benchmarks import registry as bench_registry
     from sweeps.grid import ComparisonSpec, EvalPlan, parse_arms, parse_budget, parse_select
 
-    arms = parse_arms(args.algos)
+    tuning = None
+    if args.params_from_sweep:
+        if args.algos:
+            raise UsageError("give either --algos or --params-from-sweep (its arms are the sweep's)")
+        from sweeps.show import best_arms
+
+        arms, tuning = best_arms(Path(args.params_from_sweep))
+        if tuning["task"] != args.task:
+            raise UsageError(
+                f"--params-from-sweep: the sweep tuned on {tuning['task']}; give --task {tuning['task']}"
+            )
+    elif not args.algos:
+        raise UsageError("--algos is required (or --params-from-sweep SWEEP_DIR)")
+    else:
+        arms = parse_arms(args.algos)
     for arm in arms:  # names first: a typo is answered before any algorithm (or torch) loads
         algo_registry.check(arm.algo)
     budget = parse_budget(args.budget)
@@ -125,7 +155,10 @@ def build_spec(args: argparse.Namespace):
                 f"--set {key}: set by bench compare itself (use --algos, --task, --seeds, --budget)"
             )
     plan = EvalPlan(benches, args.eval_every, args.eval_k, args.eval_limit, args.eval_seed, select)
-    spec = ComparisonSpec(args.task, tuple(arms), _seeds(args.seeds), budget, plan, shared)
+    seeds = _seeds(args.seeds)
+    if tuning is not None:
+        seeds = _fresh_seeds(seeds, tuning["seeds"], explicit="," in args.seeds)
+    spec = ComparisonSpec(args.task, tuple(arms), seeds, budget, plan, shared, tuning)
     for arm in spec.arms:  # every run's config, as its worker will build it
         build_config(*spec.config_layers(arm, spec.seeds[0]))
     return spec
@@ -151,8 +184,14 @@ def run(args: argparse.Namespace) -> int:
     n = len(spec.run_names())
     print(f"comparison: {out} ({len(spec.arms)} arms x {len(spec.seeds)} seeds = {n} runs, "
           f"budget {spec.budget[0]}={spec.budget[1]}, {args.workers} workers here)", flush=True)  # fmt: skip
-    run_workers(out, args.workers)
-    return _finish(out, args.no_report)
+    codes = run_workers(out, args.workers)
+    status = _finish(out, args.no_report)
+    for code in (c for c in codes if c != 0):
+        print(
+            f"bench: a worker exited with code {code}; rerun the same command to resume {out}",
+            file=sys.stderr,
+        )
+    return 1 if any(codes) else status
 
 
 def _finish(out: Path, no_report: bool) -> int:

@@ -17,7 +17,7 @@ def register(sub) -> None:
         "dirs",
         nargs="+",
         metavar="DIR",
-        help="comparison directories (bench compare --out) or run directories",
+        help="comparison directories (bench compare --out), sweep directories (bench sweep --out) or run directories",
     )
     p.add_argument("--baseline", default=None, metavar="ARM",
                    help="arm every other arm is compared against (default: grpo when present, else the first arm)")  # fmt: skip
@@ -37,10 +37,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--format {args.format!r}: valid formats are {', '.join(FORMATS)}")
     for d in args.dirs:
         path = Path(d)
-        if not (path / "comparison.json").exists() and not (path / "config.json").exists():
-            raise UsageError(
-                f"{d}: neither a comparison directory (comparison.json) nor a run directory (config.json)"
-            )
+        if not any((path / name).exists() for name in ("comparison.json", "config.json", "sweep.json")):
+            raise UsageError(f"{d}: neither a comparison directory (comparison.json) nor a run directory (config.json)"
+                             " nor a sweep directory (sweep.json)")  # fmt: skip
     from results.report import write_report
 
     out = Path(args.out) if args.out else Path(args.dirs[0]) / "report"

@@ -49,18 +49,31 @@ def write_report(
 ) -> ReportPaths:
     """Load `dirs` (comparison or run directories), compute every table, write them (and the
     figures and index.html with "html" in `formats`) into `out`."""
-    comparison = load(dirs)
+    from results.report.sweep import is_sweep_dir, sweep_sections
+
+    sweep_dirs = [d for d in dirs if is_sweep_dir(d)]
+    comparison = load([d for d in dirs if not is_sweep_dir(d)])
     arms = comparison.arms
-    if not arms:
+    if not arms and not sweep_dirs:
         raise ReportError(f"{', '.join(map(str, dirs))}: no runs to report")
     if baseline is not None and baseline not in arms:
         raise ReportError(f"--baseline {baseline!r} is not an arm here; arms: {', '.join(arms)}")
-    baseline = baseline or ("grpo" if "grpo" in arms else arms[0])
-    matrices = T.score_matrices(comparison)
-    scores = T.final_scores(comparison, matrices, n_boot)
-    diffs = T.differences(comparison, matrices, baseline, n_boot)
-    sections = _sections(comparison, scores, diffs, baseline, n_boot)
     out.mkdir(parents=True, exist_ok=True)
+    sections, sweep_figures = {}, []
+    for d in sweep_dirs:
+        try:
+            more, figs = sweep_sections(d, out)
+        except ValueError as exc:
+            raise ReportError(str(exc)) from None
+        sections.update(more)
+        sweep_figures += figs
+    scores = diffs = pd.DataFrame()
+    if arms:
+        baseline = baseline or ("grpo" if "grpo" in arms else arms[0])
+        matrices = T.score_matrices(comparison)
+        scores = T.final_scores(comparison, matrices, n_boot)
+        diffs = T.differences(comparison, matrices, baseline, n_boot)
+        sections.update(_sections(comparison, scores, diffs, baseline, n_boot))
     files: list[Path] = []
     for name, (heading, caption, df) in sections.items():
         files += write_table(
@@ -71,14 +84,18 @@ def write_report(
     files[-1].write_text(json.dumps(provenance, indent=2, default=str) + "\n")
     index = None
     if "html" in formats:
-        index = _write_html(comparison, out, sections, scores, provenance)
+        index = _write_html(comparison, out, sections, scores, provenance, sweep_figures)
         files.append(index)
-    headline = T.headline(scores, diffs)
+    headline = T.headline(scores, diffs) if len(scores) else pd.DataFrame()
     text = (
         format_table(headline.to_dict("records"), list(headline.columns))
         if len(headline)
         else "(no evaluations yet)"
     )
+    if not len(comparison.runs):  # a sweep-only report: its best trials
+        text = "\n".join(f"{h}:\n{format_table(df.to_dict('records'), list(df.columns))}"
+                         for h, _, df in sections.values() if len(df))  # fmt: skip
+        return ReportPaths(comparison, text, index, files)
     return ReportPaths(comparison, _budget_line(comparison) + "\n" + text, index, files)
 
 
@@ -132,19 +149,21 @@ def _provenance(comparison: Comparison) -> dict[str, Any]:
     }
 
 
-def _write_html(comparison, out, sections, scores, provenance) -> Path:
+def _write_html(comparison, out, sections, scores, provenance, extra_figures) -> Path:
     from results.report.figures import write_figures
     from results.report.html import table_html, write_index
     from results.report.render import cell
 
-    figures = write_figures(comparison, out / "figures", scores if len(scores) else None)
-    intro = [
-        f"{len(comparison.arms)} arms ({', '.join(comparison.arms)}), {len(comparison.runs)} runs; "
-        f"{_budget_line(comparison)}.",
-        "Every number and figure here is computed from the run directories by `bench report`.",
-    ]
+    figures = extra_figures
+    if len(comparison.runs):
+        figures = figures + write_figures(comparison, out / "figures", scores if len(scores) else None)
+    intro = ["Every number and figure here is computed from the run directories by `bench report`."]
+    if len(comparison.runs):
+        intro.insert(0, f"{len(comparison.arms)} arms ({', '.join(comparison.arms)}), {len(comparison.runs)} runs; "
+                        f"{_budget_line(comparison)}.")  # fmt: skip
+    title = "Comparison report" if len(comparison.runs) else "Sweep report"
     html_sections = [
         (heading, table_html(df, caption, format_cell=cell)) for heading, caption, df in sections.values()
     ]
-    return write_index(out, title="Comparison report", intro=intro, sections=html_sections, figures=figures,
+    return write_index(out, title=title, intro=intro, sections=html_sections, figures=figures,
                        provenance=provenance, commands=provenance["commands"])  # fmt: skip

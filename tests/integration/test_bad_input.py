@@ -32,6 +32,10 @@ RUN = [
     (["--set", "trajectories_per_step=12", "--algo", "grpo"], "not a multiple of grpo's rollouts per prompt (8)"),
     (["--model", "/no/such/dir"], "not found"),
     (["--preset", "nope"], "unknown preset 'nope' for sao; valid presets:"),
+    (["--preset", "mth"], "valid presets: coding, full-parameter-critic, math, single-critic-update (did you mean 'math'?)"),
+    (["--set", "tsk.max_operands=3"], "keys are nested (did you mean 'task'?)"),
+    (["--stpes", "3"], "unrecognized arguments: --stpes 3 (did you mean --steps?)"),
+    (["--report-to", "tensorbord"], "report_to: unknown tracker 'tensorbord' (did you mean 'tensorboard'?)"),
     (["--task", "drift", "--set", "task.cycle=maybe"], "task.cycle: expected true or false, got 'maybe'"),
     (["--set", "task.max_operands=lots"], "task.max_operands: expected int, got 'lots'"),
     (["--set", "task.max_operand=3"], "task.max_operand: unknown argument of task 'arith' (did you mean "
@@ -91,6 +95,20 @@ COMPARE = [
     (["--algos", "sao", *B, "--out", "{other}"], "holds a different comparison (bench compare --algos other"),
 ]
 
+SWEEP = [
+    (["--algo", "sao", *B, "--space", "{space_typo}"], "--space: 'algo.eps_hihg' is not a parameter of sao (did you mean"),
+    (["--algo", "sao", *B, "--space", "{space_bad}"], "search space algo.eps_high: needs numbers low < high"),
+    (["--algo", "sao", *B, "--space", "{file}"], "--space {file}: invalid TOML"),
+    (["--algo", "sao", *B, "--objective", "eval/aith/avg_at_k"], "unknown benchmark 'aith' (did you mean eval/arith/avg_at_k?)"),
+    (["--algo", "sao", *B, "--objective", "loss"], "--objective 'loss': expected eval/<bench>/avg_at_k or reward/final"),
+    (["--algo", "sao", *B, "--pruner", "hyperband"], "--pruner hyperband on an evaluation objective needs its in-training curve"),
+    (["--algo", "sao", *B, "--storage", "postgresql://u:pw@127.0.0.1:1/x"], "--storage postgresql://u:***@127.0.0.1:1/x: cannot be used"),
+    (["--algo", "sao", "--algos", "grpo", *B], "give the algorithm to tune with --algo NAME, or several with --algos A,B"),
+    (["--algo", "sao"], "--budget is required"),
+    (["--algo", "grpx", *B], "unknown algorithm 'grpx'; did you mean 'grpo'?"),
+    (["--show", "{empty}"], "is not a sweep directory (no sweep.json)"),
+]  # fmt: skip
+
 REPORT = [
     (["{empty}"], "neither a comparison directory (comparison.json) nor a run directory (config.json)"),
     (["{other}", "--format", "pdf"], "--format 'pdf': valid formats are md, csv, tex, html"),
@@ -112,6 +130,7 @@ CASES = [
         ("run", RUN),
         ("eval", EVAL),
         ("compare", COMPARE),
+        ("sweep", SWEEP),
         ("report", REPORT),
         ("pretrain", PRETRAIN),
     )
@@ -129,6 +148,8 @@ def places(tmp_path_factory):
     for name in ("run", "locked"):
         RunDir.create(root / name, _full_config(config), {})
     RunDir(root / "locked").lock()  # held by this process until the module's tests end
+    (root / "space_typo.toml").write_text('[params."algo.eps_hihg"]\ntype = "float"\nlow = 1.0\nhigh = 2.0\n')
+    (root / "space_bad.toml").write_text('[params."algo.eps_high"]\ntype = "float"\nlow = 3.0\nhigh = 2.0\n')
     other = root / "other"  # a comparison of other settings
     other.mkdir()
     spec = ComparisonSpec("arith", (Arm("sao", "sao"),), (0,), ("trajectories", 8), EvalPlan(("arith",)))
@@ -138,7 +159,8 @@ def places(tmp_path_factory):
     finished.mkdir()
     (finished / "arith.jsonl").write_text("{}\n")
     (finished / "arith.summary.json").write_text(json.dumps({"benchmark": "arith", "settings": {"k": 99}}))
-    yield {name: str(root / name) for name in ("file", "empty", "run", "locked", "finished", "other")}
+    places = {name: str(root / name) for name in ("file", "empty", "run", "locked", "finished", "other")}
+    yield {**places, "space_typo": str(root / "space_typo.toml"), "space_bad": str(root / "space_bad.toml")}
     RunDir(root / "locked").unlock()
 
 
@@ -152,7 +174,7 @@ def _full_config(overrides: dict) -> dict:
 @pytest.mark.parametrize("command, args, expected", CASES, ids=[f"{c[0]} {' '.join(c[1])}" for c in CASES])
 def test_bad_input_is_one_line_exit_2_in_seconds(command, args, expected, places, tmp_path):
     args = [a.format(**places) for a in args]
-    if command in ("run", "compare") and "--resume" not in args and "--out" not in args:
+    if command in ("run", "compare", "sweep") and "--resume" not in args and "--out" not in args:
         args += ["--out", str(tmp_path / "r")]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "BENCH_CACHE_DIR": str(tmp_path / "cache")}  # empty: no base
     quiet = ["--no-progress"] if command in ("run", "eval") else []

@@ -1,0 +1,63 @@
+"""`bench` child processes of comparison and sweep workers: each run or evaluation is its own
+process (a crash cannot take the worker down), killed with its worker (parent-death signal,
+so a run whose worker died is never trained twice at once) and pinned to the worker's cores."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+STOPPED_PREFIX = "bench: run stopped:"
+"""How `bench run` reports a run that ended itself (RunStopped: diverged, starved), exit code 1."""
+
+
+def _child_setup(cores: list[int] | None):
+    """preexec_fn of run and eval processes: die with the worker, run on its cores."""
+
+    def setup() -> None:
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):  # not Linux: the lease still protects the run
+            pass
+        if cores:
+            os.sched_setaffinity(0, cores)
+
+    return setup
+
+
+def start_bench(args: list[str], log: Path, cores: list[int] | None) -> subprocess.Popen:
+    """Start `bench ARGS` with its output appended to `log`."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with open(log, "a") as f:
+        f.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} bench {' '.join(args)}\n")
+        f.flush()
+        return subprocess.Popen([sys.executable, "-m", "bench.cli", *args], stdout=f, stderr=subprocess.STDOUT,
+                                env=env, preexec_fn=_child_setup(cores))  # fmt: skip
+
+
+def run_bench(args: list[str], log: Path, cores: list[int] | None) -> int:
+    """Run `bench ARGS` to its end (output appended to `log`); its exit code."""
+    return start_bench(args, log, cores).wait()
+
+
+def last_line(log: Path) -> str:
+    """The last meaningful line of a log (an error message, a traceback's last line)."""
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1][:500] if lines else "no output"
+
+
+def outcome(code: int, log: Path) -> tuple[str, str]:
+    """("finished" | "stopped" | "failed", detail) of a `bench run` that exited with `code`."""
+    last = last_line(log)
+    if code == 0:
+        return "finished", ""
+    if code == 1 and last.startswith(STOPPED_PREFIX):  # the run ended itself: a result, not a crash
+        return "stopped", last.removeprefix(STOPPED_PREFIX).strip()
+    return "failed", f"bench run exited with {code}: {last}"

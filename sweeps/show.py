@@ -1,0 +1,167 @@
+"""`bench sweep --show`: a sweep's results from its storage, as text, a summary file and plots.
+
+For every arm's study: trial counts by state, the best trials with their parameters, the
+parameter importances (Optuna's default evaluator; shown from 2 finished trials with a varying
+parameter), and Optuna's matplotlib plots (optimisation history, parallel coordinates,
+importances, slices, intermediate values) as PNG and SVG under `plots/<arm>/`. The summary
+(`sweep_summary.json`) is what `bench report SWEEP_DIR` and `bench compare --params-from-sweep`
+read; results/ never opens the storage itself.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+from results.tables import format_table
+from sweeps.queue import open_storage
+from sweeps.study import SweepSpec, load_spec
+
+SUMMARY_FILE = "sweep_summary.json"
+PLOTS = ("optimization_history", "parallel_coordinate", "param_importances", "slice", "intermediate_values")
+
+
+def summarize_study(study: Any, top: int = 10) -> dict[str, Any]:
+    """Counts, best trial, top trials and importances of one study (JSON-ready)."""
+    trials = study.get_trials(deepcopy=False)
+    counts: dict[str, int] = {}
+    for t in trials:
+        if t.user_attrs.get("duplicate"):
+            continue
+        taken_over = str(t.user_attrs.get("fail_reason", "")).startswith("lease expired")
+        state = "TAKEN_OVER" if taken_over else t.state.name  # its slot ran again in a later trial
+        counts[state] = counts.get(state, 0) + 1
+    done = [t for t in trials if t.state.name == "COMPLETE" and t.value is not None]
+    reverse = study.direction.name == "MAXIMIZE"
+    ranked = sorted(done, key=lambda t: t.value, reverse=reverse)
+    rows = [{"trial": t.number, "value": t.value, "params": t.params, "detail": t.user_attrs.get("detail", "")}
+            for t in ranked[:top]]  # fmt: skip
+    failed = [{"trial": t.number, "state": t.state.name, "reason": t.user_attrs.get("fail_reason") or
+               t.user_attrs.get("detail", "")} for t in trials if t.state.name in ("FAIL", "PRUNED")
+              and not t.user_attrs.get("duplicate")]  # fmt: skip
+    return {"study": study.study_name, "direction": study.direction.name.lower(), "counts": counts,
+            "best": rows[0] if rows else None, "top": rows, "not_completed": failed,
+            "importances": _importances(study, done)}  # fmt: skip
+
+
+def _importances(study: Any, done: list) -> dict[str, float]:
+    import optuna
+
+    varying = {k for t in done for k in t.params if len({str(u.params.get(k)) for u in done}) > 1}
+    if len(done) < 2 or not varying:
+        return {}
+    try:
+        return {k: float(v) for k, v in optuna.importance.get_param_importances(study).items()}
+    except (RuntimeError, ValueError):  # too few distinct trials for the evaluator
+        return {}
+
+
+def write_plots(study: Any, out: Path) -> list[Path]:
+    """Optuna's matplotlib plots of `study` as PNG and SVG in `out` (a plot that needs more
+    trials than there are is skipped)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import optuna.visualization.matplotlib as vis
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in PLOTS:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = getattr(vis, f"plot_{name}")(study)
+        except (ValueError, RuntimeError, TypeError):
+            continue
+        axes = result.flatten()[0] if hasattr(result, "flatten") else result
+        fig = axes.figure
+        fig.set_size_inches(max(fig.get_size_inches()[0], 7), max(fig.get_size_inches()[1], 4.5))
+        for ext in ("png", "svg"):
+            path = out / f"{name}.{ext}"
+            fig.savefig(path, dpi=110, bbox_inches="tight")
+            written.append(path)
+        plt.close(fig)
+    return written
+
+
+def show(out: Path, plots: bool = True) -> str:
+    """Summarise every study of the sweep in `out`: the text to print (also writes
+    sweep_summary.json and, with `plots`, the plots)."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # "no complete trials yet" is in the counts
+    spec, data = load_spec(out)
+    storage = open_storage(data.get("storage") or "", out / "study.journal")
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    summary: dict[str, Any] = {"sweep": _describe(spec), "arms": {}}
+    lines = [summary["sweep"]]
+    for arm in spec.arms:
+        study = optuna.load_study(study_name=spec.study_name(arm), storage=storage)
+        arm_summary = summarize_study(study)
+        if plots:
+            arm_summary["plots"] = [
+                str(p.relative_to(out)) for p in write_plots(study, out / "plots" / arm.slug)
+            ]
+        summary["arms"][arm.name] = arm_summary
+        lines += ["", _arm_text(arm.name, arm_summary)]
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    target = f"{out / 'study.journal'}" if not data.get("storage") else data["storage"]
+    lines += [
+        "",
+        f"live dashboard (pip install -e '.[dashboard]'): optuna-dashboard --host 127.0.0.1 {target}",
+    ]
+    return "\n".join(lines)
+
+
+def _describe(spec: SweepSpec) -> str:
+    kind, amount = spec.budget
+    return (f"sweep of {', '.join(a.name for a in spec.arms)} on {spec.task}: {spec.trials} trials each, "
+            f"budget {kind}={amount} x {len(spec.seeds)} seed(s), objective {spec.objective} ({spec.direction}), "
+            f"sampler {spec.sampler}, pruner {spec.pruner}")  # fmt: skip
+
+
+def _arm_text(name: str, s: dict[str, Any]) -> str:
+    counts = ", ".join(f"{n} {state.lower()}" for state, n in sorted(s["counts"].items()))
+    rows = [{"trial": r["trial"], "value": f"{r['value']:.4f}",
+             "params": ", ".join(f"{k}={_short(v)}" for k, v in r["params"].items())} for r in s["top"][:5]]  # fmt: skip
+    text = f"{name}: {counts}"
+    if rows:
+        text += "\n" + format_table(rows, ["trial", "value", "params"])
+    if s["importances"]:
+        text += "\nimportances: " + ", ".join(f"{k} {v:.2f}" for k, v in s["importances"].items())
+    return text
+
+
+def _short(v: Any) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def best_arms(out: Path) -> tuple[list, dict[str, Any]]:
+    """The sweep's arms with their best trial's parameters (for `bench compare
+    --params-from-sweep`), and what their tuning cost: trials, budget, seeds, objective."""
+    import optuna
+
+    from sweeps.grid import Arm
+    from sweeps.spaces import as_layer
+    from sweeps.study import SweepError
+
+    spec, data = load_spec(out)
+    storage = open_storage(data.get("storage") or "", out / "study.journal")
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    fixed = {name: t["fixed"] for name, t in spec.space.items() if isinstance(t, dict) and "fixed" in t}
+    arms, tuning = [], {"sweep": str(out), "trials_per_arm": spec.trials, "budget": list(spec.budget),
+                        "seeds": list(spec.seeds), "objective": spec.objective, "best": {}}  # fmt: skip
+    for arm in spec.arms:
+        study = optuna.load_study(study_name=spec.study_name(arm), storage=storage)
+        done = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
+        if not done:
+            raise SweepError(f"--params-from-sweep {out}: {arm.name} has no completed trial yet")
+        best = study.best_trial
+        layer = as_layer({**fixed, **best.params})
+        algo_args = {**arm.algo_args, **layer.pop("algo_args", {})}
+        arms.append(Arm(arm.name, arm.algo, arm.preset, algo_args, {**arm.run_args, **layer}))
+        tuning["best"][arm.name] = {"trial": best.number, "value": best.value, "params": best.params}
+    return arms, {**tuning, "task": spec.task}

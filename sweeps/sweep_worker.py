@@ -1,0 +1,118 @@
+"""A sweep worker: claim the next trial of any of the sweep's studies, run it
+(`sweeps.trials`), tell Optuna its outcome; repeat until every study's N trials are done.
+
+    python -m sweeps.sweep_worker SWEEP_DIR [--cores 0,1]
+
+Outcomes: COMPLETE (value = the objective over the trial's seeds; a seed whose run stopped
+itself, e.g. diverged, is evaluated and noted in `detail`), PRUNED, FAIL (the reason in the
+trial's `fail_reason` and in `status/<arm>/<slot>.json`). A trial of a dead worker is taken over
+by the queue's lease (`sweeps.queue`) and resumes its runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from results.rundir import write_json_atomic
+from sweeps.queue import LEASE_S, RunQueue, open_storage
+from sweeps.spaces import param_from_table, space_for
+from sweeps.study import SweepSpec, load_spec, make_pruner, make_sampler
+from sweeps.trials import TrialRun, trial_values
+
+
+def arm_space(spec: SweepSpec, arm, run_defaults: dict[str, Any]) -> tuple[list, dict]:
+    """(searched params, fixed values) of one arm: its algorithm's space with the sweep's
+    `--space` overrides."""
+    import dataclasses
+
+    from bench.config import build_config, make_algorithm
+
+    algo = make_algorithm(build_config(*spec.config_layers(arm, spec.seeds[0], {})))
+    overrides = {name: param_from_table(name, table) for name, table in spec.space.items()}
+    return space_for(type(algo), dataclasses.asdict(algo.config), run_defaults, overrides)
+
+
+def open_queues(out: Path, spec: SweepSpec, data: dict[str, Any]) -> list[tuple[Any, RunQueue, list, dict]]:
+    """(arm, its study's queue, searched params, fixed values) for every arm."""
+    storage = open_storage(data.get("storage") or "", out / "study.journal")
+    queues = []
+    for arm in spec.arms:
+        params, fixed = arm_space(spec, arm, data.get("run_defaults", {}))
+        n_reports = _expected_reports(spec)
+        queue = RunQueue(storage, spec.study_name(arm), lease_s=float(data.get("lease_s", LEASE_S)),
+                         direction=spec.direction, sampler=make_sampler(spec.sampler, params),
+                         pruner=make_pruner(spec.pruner, n_reports))  # fmt: skip
+        queues.append((arm, queue, params, fixed))
+    return queues
+
+
+def _expected_reports(spec: SweepSpec) -> int:
+    """How many in-training reports a full trial makes (hyperband's max resource), roughly."""
+    return max(2, 10 * len(spec.seeds))
+
+
+def work(out: Path, cores: list[int] | None = None, poll_s: float = 2.0) -> int:
+    """The worker loop (module docstring); 0 when no trial is left."""
+    spec, data = load_spec(out)
+    queues = open_queues(out, spec, data)
+    while True:
+        for arm, queue, params, fixed in queues:
+            claim = queue.claim()
+            if claim is not None:
+                _run_one(out, spec, arm, queue, claim, params, fixed, cores)
+                break
+        else:
+            if all(q.pending() == 0 for _, q, _, _ in queues):
+                return 0
+            time.sleep(poll_s)
+
+
+def _run_one(out, spec, arm, queue, claim, params, fixed, cores) -> None:
+    from optuna.trial import TrialState
+
+    status_path = out / "status" / arm.slug / f"{claim.run}.json"
+    status_path.parent.mkdir(parents=True, exist_ok=True)
+    stop = queue.keep_alive(claim)
+    try:
+        trial, values = trial_values(queue, claim, params, fixed)
+        write_json_atomic(status_path, {"trial": claim.number, "state": "running", "params": values,
+                                        "worker": queue.worker, "started": time.time()})  # fmt: skip
+        result = TrialRun(out, spec, arm, trial, claim, values, cores).run()
+    finally:
+        stop.set()
+    result.update(trial=claim.number, params=values, ended=time.time())
+    write_json_atomic(status_path, result)
+    try:
+        if result["state"] == "complete":
+            trial.set_user_attr("detail", result["detail"])
+            queue.study.tell(trial, result["value"])
+        elif result["state"] == "pruned":
+            trial.set_user_attr("detail", result["detail"])
+            queue.study.tell(trial, state=TrialState.PRUNED)
+        else:
+            trial.set_user_attr("fail_reason", result["detail"])
+            queue.study.tell(trial, state=TrialState.FAIL)
+    except Exception as exc:  # taken over meanwhile: the runs' directories keep what was done
+        print(
+            f"sweep worker: trial {claim.number} of {arm.name} was finished elsewhere ({exc})",
+            file=sys.stderr,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `python -m sweeps.sweep_worker`."""
+    p = argparse.ArgumentParser(prog="python -m sweeps.sweep_worker", description=__doc__.splitlines()[0])
+    p.add_argument("sweep_dir", type=Path)
+    p.add_argument(
+        "--cores", default=None, help="comma-separated CPU cores for this worker's runs (default: all)"
+    )
+    args = p.parse_args(argv)
+    return work(args.sweep_dir, [int(c) for c in args.cores.split(",")] if args.cores else None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
