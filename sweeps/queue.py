@@ -10,7 +10,8 @@ attribute `run` names it:
   storage lets exactly one worker win that transition (RDB: a row lock; journal: the order
   of the log).
 * **Lease**: the claiming worker renews `lease_until` (a trial system attribute) every
-  `lease_s / 3` seconds. A RUNNING trial whose lease has run out, or whose worker is a
+  `lease_s / 3` seconds (a trial claimed so recently that its first lease is not written yet
+  counts from its start). A RUNNING trial whose lease has run out, or whose worker is a
   process of this host that no longer exists, is *stale*: the next worker marks it FAIL
   ("lease expired") and enqueues a new trial for the same run, which resumes the run from its
   last checkpoint. Leases compare wall clocks of different machines: keep them in sync (NTP);
@@ -185,7 +186,10 @@ class RunQueue:
 
         now = time.time()
         for t in self._trials((TrialState.RUNNING,)):
-            lease = t.system_attrs.get("lease_until", 0.0)
+            lease = t.system_attrs.get("lease_until")
+            if lease is None:  # claimed a moment ago, its first lease not written yet: it is fresh
+                started = t.datetime_start.timestamp() if t.datetime_start is not None else now
+                lease = started + self.lease_s
             holder = t.system_attrs.get("worker", "")
             if lease > now and not (holder and is_dead_here(holder)):
                 continue
@@ -230,6 +234,12 @@ class RunQueue:
         stored as -inf, which RDB storages accept); False when the trial had been taken over
         meanwhile (the run's own directory still holds what it did)."""
         return self._end(claim, "COMPLETE", float("-inf") if value != value else value, attrs)
+
+    def drop_duplicate(self, claim: Claim, reason: str) -> bool:
+        """End a claim whose run another live process is already doing (the run directory's
+        lock said so): FAIL, marked as a duplicate, so it counts neither as the run's outcome
+        nor as a failure to retry."""
+        return self._end(claim, "FAIL", None, {"duplicate": reason})
 
     def fail(self, claim: Claim, reason: str) -> bool:
         """Mark the run failed, with the reason (not retried unless `ensure(retry_failed=True)`)."""

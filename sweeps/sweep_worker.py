@@ -90,6 +90,8 @@ def _run_one(out, spec, arm, queue, claim, params, fixed, cores) -> None:
         if result["state"] == "complete":
             trial.set_user_attr("detail", result["detail"])
             queue.study.tell(trial, result["value"])
+        elif result["state"] == "busy":  # another worker's process trains this trial's run
+            queue.drop_duplicate(claim, result["detail"])
         elif result["state"] == "pruned":
             trial.set_user_attr("detail", result["detail"])
             queue.study.tell(trial, state=TrialState.PRUNED)

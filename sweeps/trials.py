@@ -73,8 +73,8 @@ class TrialRun:
             run_dir = self.out / self.arm.slug / f"{self.claim.run}-s{seed}"
             try:
                 state, detail = self._train(run_dir, seed)
-                if state == "failed":
-                    return {"state": "failed", "detail": detail}
+                if state in ("failed", "busy"):
+                    return {"state": state, "detail": detail}
                 if state == "stopped":
                     stopped.append(f"seed {seed}: {detail}")
                 score, per_problem = self._objective(run_dir)

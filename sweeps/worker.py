@@ -97,6 +97,10 @@ def play(
               "attempts": previous.get("attempts", 0) + 1, "started": time.time()}  # fmt: skip
     _write_status(out, status)
     state, detail = train_run(out, spec, claim.run, cores)
+    if state == "busy":  # another worker's process is training it: its status stays theirs
+        if previous:
+            _write_status(out, previous)
+        return {**status, "state": "busy", "detail": detail}
     status.update(state=state, detail=detail)
     if state in ("finished", "stopped"):
         ok, why = evaluate_run(out, spec, claim.run, cores)
@@ -131,7 +135,9 @@ def work(out: Path, cores: list[int] | None = None, poll_s: float = 2.0) -> int:
             status = play(out, spec, claim, queue.worker, cores)
         finally:
             stop.set()
-        if status["state"] == "failed":
+        if status["state"] == "busy":
+            queue.drop_duplicate(claim, status["detail"])
+        elif status["state"] == "failed":
             queue.fail(claim, status["detail"])
         else:
             attrs = {k: status.get(k, "") for k in ("state", "detail", "evaluation")}

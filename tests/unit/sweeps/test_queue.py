@@ -109,3 +109,17 @@ def test_an_unreachable_storage_is_one_line(tmp_path):
 
     with pytest.raises(QueueError, match=r"--storage postgresql://u:\*\*\*@127.0.0.1:1/x: cannot be used"):
         open_storage("postgresql://u:secret@127.0.0.1:1/x", tmp_path / "j")
+
+
+def test_a_trial_claimed_a_moment_ago_is_not_taken_over_before_its_first_lease(storage_url, tmp_path):
+    from optuna.trial import TrialState
+
+    a, b = _queue(storage_url, tmp_path), _queue(storage_url, tmp_path)
+    a.ensure(["r1", "r2"])
+    waiting = a.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))[0]
+    # worker A has just set the trial RUNNING and not yet written its lease: worker B must wait
+    a.storage.set_trial_state_values(waiting._trial_id, TrialState.RUNNING)
+    taken = b.claim()
+    assert taken is not None and taken.run == "r2"
+    assert b.claim() is None and _states(a) == {"r1": "RUNNING", "r2": "RUNNING"}
+    assert not [t for t in a.study.get_trials(deepcopy=False) if t.state.name == "FAIL"]
