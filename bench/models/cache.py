@@ -1,8 +1,12 @@
-"""The tiny model's base checkpoints: where they are cached, and making one on first use.
+"""The tiny model's base checkpoints: shipped with the project, cached, or made on first use.
 
-A base checkpoint is cached per (task, task args, seed, recipe) in the user cache dir
-(`BENCH_CACHE_DIR` overrides it) and made by `bench.models.pretrain.pretrain` the first time a
-run or an evaluation asks for it.
+A base checkpoint is keyed by (task, task args, seed, recipe) (`base_checkpoint_path`). The
+project ships one per task with default arguments and seed 0 (`bench/models/bases/<task>/`,
+each with a manifest: its key, the command that made it, its held-out score); it is used while
+its key matches the current recipe's, so a changed recipe falls back to pretraining (and a
+test names the command that regenerates the shipped one: `python scripts/ship_base.py TASK`).
+Anything else is cached in the user cache dir (`BENCH_CACHE_DIR` overrides it), made by
+`bench.models.pretrain.pretrain` the first time a run or an evaluation asks for it.
 """
 
 from __future__ import annotations
@@ -44,11 +48,30 @@ def _constructor_defaults(cls: type) -> dict[str, Any]:
     return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
 
 
+SHIPPED_DIR = Path(__file__).with_name("bases")
+"""bench/models/bases/<task>/: the shipped base checkpoints (package data)."""
+SHIPPED_MANIFEST = "manifest.json"
+
+
+def shipped_base(task: str, task_args: dict[str, Any] | None = None, seed: int = 0) -> Path | None:
+    """The shipped base checkpoint of `task` when its recipe key is the current one for these
+    arguments and seed (None otherwise: another recipe, arguments or seed, or none shipped)."""
+    manifest = SHIPPED_DIR / task / SHIPPED_MANIFEST
+    if not manifest.exists():
+        return None
+    key = json.loads(manifest.read_text()).get("key")
+    return manifest.parent if key == base_checkpoint_path(task, task_args, seed).name else None
+
+
 def ensure_base_checkpoint(
     task: str, task_args: dict[str, Any] | None = None, seed: int = 0, progress: bool = True
 ) -> Path:
-    """The base checkpoint for `task`, pretraining it first if it is not cached yet (with a
-    progress bar unless `progress` is False)."""
+    """The base checkpoint for `task`: the shipped one when its recipe key matches, else the
+    cached one, pretraining it first if there is none (with a progress bar unless `progress`
+    is False)."""
+    shipped = shipped_base(task, task_args, seed)
+    if shipped is not None:
+        return shipped
     path = base_checkpoint_path(task, task_args, seed)
     if (path / "config.json").exists():
         return path

@@ -140,6 +140,17 @@ def test_bench_run_pretrains_a_missing_base_once_and_honours_no_progress(monkeyp
     for flag, progress in (["--no-progress"], False), ([], True):
         with pytest.raises(SystemExit):
             main(
-                ["run", "--algo", "sao", "--task", "arith", "--out", str(tmp_path / f"run{progress}"), *flag]
+                [
+                    "run",
+                    "--algo",
+                    "sao",
+                    "--task",
+                    "arith",
+                    "--out",
+                    str(tmp_path / f"run{progress}"),
+                    *flag,
+                    "--set",
+                    "task.max_operands=3",
+                ]  # not the shipped base's arguments: a missing base
             )
         assert calls[-1] == ("arith", progress)
