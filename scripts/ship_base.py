@@ -32,7 +32,7 @@ def ship(task: str) -> dict:
     from bench.models.cache import SHIPPED_DIR, SHIPPED_MANIFEST, base_checkpoint_path
 
     source = base_checkpoint_path(task, {}, 0)
-    command = [sys.executable, "-m", "bench.cli", "pretrain", "--task", task]
+    command = [sys.executable, "-m", "bench.cli", "pretrain", "--task", task, "--out", str(source)]
     subprocess.run(command, cwd=ROOT, check=True)  # a no-op when the cache holds it
     with tempfile.TemporaryDirectory() as tmp:
         bench = BENCHMARK[task]

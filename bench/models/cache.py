@@ -63,18 +63,26 @@ def shipped_base(task: str, task_args: dict[str, Any] | None = None, seed: int =
     return manifest.parent if key == base_checkpoint_path(task, task_args, seed).name else None
 
 
+def existing_base(task: str, task_args: dict[str, Any] | None = None, seed: int = 0) -> Path | None:
+    """The base checkpoint a run of `task` starts from when it exists: the shipped one (same
+    recipe key), else the cached one; None when neither does (yet)."""
+    shipped = shipped_base(task, task_args, seed)
+    if shipped is not None:
+        return shipped
+    path = base_checkpoint_path(task, task_args, seed)
+    return path if (path / "config.json").exists() else None
+
+
 def ensure_base_checkpoint(
     task: str, task_args: dict[str, Any] | None = None, seed: int = 0, progress: bool = True
 ) -> Path:
     """The base checkpoint for `task`: the shipped one when its recipe key matches, else the
     cached one, pretraining it first if there is none (with a progress bar unless `progress`
     is False)."""
-    shipped = shipped_base(task, task_args, seed)
-    if shipped is not None:
-        return shipped
+    existing = existing_base(task, task_args, seed)
+    if existing is not None:
+        return existing
     path = base_checkpoint_path(task, task_args, seed)
-    if (path / "config.json").exists():
-        return path
     from bench.errors import UsageError
     from envs import registry as task_registry
 

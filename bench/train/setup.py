@@ -18,16 +18,16 @@ PAPER_LRS = {"policy": 1e-6, "critic": 5e-6}
 
 def policy_source(config: RunConfig, task: Any, checkpoint: Path | None = None) -> str:
     """What the policy is loaded from: `checkpoint` when resuming, the task's tiny base
-    checkpoint for `tiny` (made by `bench.train.start.start_run`), else the model spec."""
+    checkpoint for `tiny` (shipped, or made by `bench.train.start.start_run`), else the model spec."""
     if checkpoint is not None:
         return str(checkpoint)
     if config.model != "tiny":
         return config.model
-    from bench.models.cache import base_checkpoint_path
+    from bench.models.cache import existing_base
 
-    path = base_checkpoint_path(config.task, config.task_args)
-    if not (path / "config.json").exists():
-        raise RuntimeError(f"no tiny base checkpoint at {path}: start runs with bench.train.start_run")
+    path = existing_base(config.task, config.task_args)
+    if path is None:
+        raise RuntimeError(f"no tiny base checkpoint for {config.task}: start runs with bench.train.start_run")
     if note := task.tiny_model_note():
         print(f"bench: note: {note}")
     return str(path)

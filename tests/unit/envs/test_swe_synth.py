@@ -123,7 +123,7 @@ def test_the_tiny_model_on_swe_mini_is_told_to_use_swe_synth(tmp_path, monkeypat
     model, tokenizer = new_tiny_model(0)
     model.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
-    monkeypatch.setattr(cache, "base_checkpoint_path", lambda task, args: tmp_path)
+    monkeypatch.setattr(cache, "existing_base", lambda task, args: tmp_path)
     for dataset, noted in [("swe-mini", True), ("swe-synth", False)]:
         config = build_config({"algo": "sao", "task": "swe", "task_args": {"dataset": dataset}})
         load_policy_for_run(config, SweTask(dataset=dataset))
