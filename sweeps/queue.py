@@ -122,8 +122,10 @@ class RunQueue:
                  sampler: Any = None, pruner: Any = None) -> None:  # fmt: skip
         import optuna
 
-        self.storage, self.lease_s = storage, lease_s
-        self.study = optuna.create_study(storage=storage, study_name=study_name, load_if_exists=True,
+        # the storage Optuna's own objects use (an RDB storage wrapped in its cache): a Trial built
+        # on a trial this queue claimed must find it there
+        self.storage, self.lease_s = optuna.storages.get_storage(storage), lease_s
+        self.study = optuna.create_study(storage=self.storage, study_name=study_name, load_if_exists=True,
                                          direction=direction, sampler=sampler, pruner=pruner)  # fmt: skip
         self.worker = worker_id()
         self.study_id = storage.get_study_id_from_name(study_name)

@@ -77,6 +77,16 @@ def _lr(name: str, run: dict) -> Param:
     return Param(name, "float", center / 10, center * 10, log=True)
 
 
+def _group_sizes(c: dict, run: dict) -> Param:
+    """Group sizes 4, 8, 16 that divide the run's trajectories per step (else the default's)."""
+    tps = run.get("trajectories_per_step", 64)
+    return Param(
+        "algo.group_size",
+        "categorical",
+        choices=tuple(g for g in (4, 8, 16) if tps % g == 0) or (c["group_size"],),
+    )
+
+
 def _sao(c: dict, run: dict) -> list[Param]:
     return [_lr("policy_lr", run), Param("algo.eps_low", "float", 0.1, 0.8),
             Param("algo.eps_high", "float", 1.0, 8.0), Param("algo.critic_updates_per_step", "int", 1, 3),
@@ -91,13 +101,13 @@ def _grpo(c: dict, run: dict) -> list[Param]:
         else ("eps_low", "eps_high", 0.1, 0.4)
     )
     return [_lr("policy_lr", run), Param(f"algo.{band[0]}", "float", 0.1, 0.8 if band[2] == 1.0 else 0.4),
-            Param(f"algo.{band[1]}", "float", band[2], band[3]), Param("algo.group_size", "categorical", choices=(4, 8, 16)),
+            Param(f"algo.{band[1]}", "float", band[2], band[3]), _group_sizes(c, run),
             Param("algo.beta", "categorical", choices=(0.0, 0.001, 0.01))]  # fmt: skip
 
 
 def _dapo(c: dict, run: dict) -> list[Param]:
     return [_lr("policy_lr", run), Param("algo.eps_low", "float", 0.1, 0.4),
-            Param("algo.eps_high", "float", 0.2, 0.5), Param("algo.group_size", "categorical", choices=(4, 8, 16))]  # fmt: skip
+            Param("algo.eps_high", "float", 0.2, 0.5), _group_sizes(c, run)]  # fmt: skip
 
 
 def _ppo(c: dict, run: dict) -> list[Param]:
@@ -109,7 +119,7 @@ def _ppo(c: dict, run: dict) -> list[Param]:
 def _band_only(c: dict, run: dict) -> list[Param]:
     params = [_lr("policy_lr", run)]
     if "group_size" in c:
-        params.append(Param("algo.group_size", "categorical", choices=(4, 8, 16)))
+        params.append(_group_sizes(c, run))
     return params
 
 

@@ -24,16 +24,21 @@ from sweeps.study import SweepSpec, load_spec, make_pruner, make_sampler
 from sweeps.trials import TrialRun, trial_values
 
 
-def arm_space(spec: SweepSpec, arm, run_defaults: dict[str, Any]) -> tuple[list, dict]:
-    """(searched params, fixed values) of one arm: its algorithm's space with the sweep's
-    `--space` overrides."""
+def arm_space(spec: SweepSpec, arm, run_defaults: dict[str, Any]) -> tuple[list, dict, dict]:
+    """(searched params, fixed values, the effective algorithm config) of one arm: its
+    algorithm's space, given the run's default rates and trajectories per step (group sizes
+    must divide it), with the sweep's `--space` overrides."""
     import dataclasses
 
     from bench.config import build_config, make_algorithm
 
-    algo = make_algorithm(build_config(*spec.config_layers(arm, spec.seeds[0], {})))
+    config = build_config(*spec.config_layers(arm, spec.seeds[0], {}))
+    algo = make_algorithm(config)
+    algo_config = dataclasses.asdict(algo.config)
+    run = {**run_defaults, "trajectories_per_step": config.trajectories_per_step}
     overrides = {name: param_from_table(name, table) for name, table in spec.space.items()}
-    return space_for(type(algo), dataclasses.asdict(algo.config), run_defaults, overrides)
+    params, fixed = space_for(type(algo), algo_config, run, overrides)
+    return params, fixed, algo_config
 
 
 def open_queues(out: Path, spec: SweepSpec, data: dict[str, Any]) -> list[tuple[Any, RunQueue, list, dict]]:
@@ -41,7 +46,7 @@ def open_queues(out: Path, spec: SweepSpec, data: dict[str, Any]) -> list[tuple[
     storage = open_storage(data.get("storage") or "", out / "study.journal")
     queues = []
     for arm in spec.arms:
-        params, fixed = arm_space(spec, arm, data.get("run_defaults", {}))
+        params, fixed, _ = arm_space(spec, arm, data.get("run_defaults", {}))
         n_reports = _expected_reports(spec)
         queue = RunQueue(storage, spec.study_name(arm), lease_s=float(data.get("lease_s", LEASE_S)),
                          direction=spec.direction, sampler=make_sampler(spec.sampler, params),
@@ -81,7 +86,10 @@ def _run_one(out, spec, arm, queue, claim, params, fixed, cores) -> None:
         trial, values = trial_values(queue, claim, params, fixed)
         write_json_atomic(status_path, {"trial": claim.number, "state": "running", "params": values,
                                         "worker": queue.worker, "started": time.time()})  # fmt: skip
-        result = TrialRun(out, spec, arm, trial, claim, values, cores).run()
+        try:
+            result = TrialRun(out, spec, arm, trial, claim, values, cores).run()
+        except Exception as exc:  # e.g. sampled parameters no config accepts: the trial fails, not the worker
+            result = {"state": "failed", "detail": f"{type(exc).__name__}: {exc}"}
     finally:
         stop.set()
     result.update(trial=claim.number, params=values, ended=time.time())

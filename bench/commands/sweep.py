@@ -180,15 +180,15 @@ def _check_spaces(spec, defaults: dict) -> dict[str, dict]:
     builds a valid config; the first trials' values per arm."""
     import dataclasses
 
-    from bench.config import RunConfig, build_config, did_you_mean, make_algorithm
-    from sweeps.spaces import as_layer, paper_defaults, param_from_table, space_for
+    from bench.config import RunConfig, build_config, did_you_mean
+    from sweeps.spaces import as_layer, paper_defaults
     from sweeps.study import SweepError
+    from sweeps.sweep_worker import arm_space
 
     firsts = {}
     run_fields = {f.name for f in dataclasses.fields(RunConfig)}
     for arm in spec.arms:
-        algo = make_algorithm(build_config(*spec.config_layers(arm, 0, {})))
-        algo_config = dataclasses.asdict(algo.config)
+        params, fixed, algo_config = arm_space(spec, arm, defaults)
         for name in spec.space:
             section, dot, key = name.partition(".")
             valid = [f"algo.{k}" for k in algo_config] if dot else sorted(run_fields)
@@ -198,9 +198,7 @@ def _check_spaces(spec, defaults: dict) -> dict[str, dict]:
                 raise SweepError(
                     f"--space: {name!r} is not a parameter of {arm.name}{did_you_mean(name, valid)}"
                 )
-        overrides = {n: param_from_table(n, t) for n, t in spec.space.items()}
-        params, fixed = space_for(type(algo), algo_config, defaults, overrides)
-        firsts[arm.name] = {**paper_defaults(params, algo_config, defaults)}
+        firsts[arm.name] = paper_defaults(params, algo_config, defaults)
         build_config(*spec.config_layers(arm, 0, as_layer({**fixed, **firsts[arm.name]})))
     return firsts
 

@@ -153,3 +153,10 @@ def test_the_hyperband_pruner_prunes_a_poor_curve(tmp_path):
             assert tr.reports < 10  # stopped before the end of its curve
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
     assert pruned >= 1
+
+
+def test_group_sizes_are_only_those_dividing_the_trajectories_per_step():
+    _, config, _, _ = _space("grpo")
+    algorithm = make_algorithm(build_config({"algo": "grpo", "task": "arith"}))
+    params, _ = space_for(type(algorithm), config, {**TINY, "trajectories_per_step": 8})
+    assert next(p for p in params if p.name == "algo.group_size").choices == (4, 8)
