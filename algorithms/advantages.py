@@ -10,7 +10,8 @@ response token; groups are contiguous blocks of `group_size` trajectories.
 - Critic advantages: `gae`, which runs the recursion only over masked positions, linking
   each to the next masked position of its row. With a contiguous mask this is ordinary
   token-level GAE; with an agent trajectory's action mask it is SAO's skip-observation GAE.
-  `length_adaptive_lambda` gives VAPO's per-sequence policy lambda.
+  `length_adaptive_lambda` gives VAPO's per-sequence policy lambda. `step_level_gae` (with
+  `action_steps`) is the step-level variant of SAO's App. A.1 ablation: one value per step.
 - `masked_whiten`: normalisation over masked positions.
 - `RunningMeanBaseline`: the paper's single-rollout running-mean ablation baseline.
 
@@ -185,6 +186,65 @@ def gae(
         adv_B_T = adv_T_B.t().contiguous()  # [B, T]
         valid_B_T = valid_T_B.t()  # [B, T]
         ret_B_T = torch.where(valid_B_T, adv_B_T + v_T_B.t(), torch.zeros_like(adv_B_T))  # [B, T]
+    return adv_B_T, ret_B_T
+
+
+STEP_VALUES = ("mean", "last")
+
+
+def action_steps(mask_B_T: Tensor) -> tuple[Tensor, Tensor]:
+    """The agent steps of each row: every maximal run of mask-1 positions is one step (one
+    action between two observations). Returns `(step_B_T, n_steps_B)`: the 0-based step index
+    of every masked position (-1 elsewhere) and the number of steps per row."""
+    valid_B_T = mask_B_T > 0  # [B, T]
+    prev_B_T = torch.zeros_like(valid_B_T)  # [B, T] the previous position is valid
+    prev_B_T[:, 1:] = valid_B_T[:, :-1]
+    starts_B_T = valid_B_T & ~prev_B_T  # [B, T] first token of each step
+    step_B_T = torch.where(valid_B_T, starts_B_T.long().cumsum(1) - 1, -1)  # [B, T]
+    return step_B_T, starts_B_T.sum(1)  # [B, T], [B]
+
+
+def step_level_gae(
+    rewards_B: Tensor,
+    values_B_T: Tensor,
+    mask_B_T: Tensor,
+    gamma: float | Tensor,
+    lam: float | Tensor,
+    step_value: str = "mean",
+) -> tuple[Tensor, Tensor]:
+    """Step-level GAE, the ablation of SAO's App. A.1: one value per agent step instead of one
+    per token, the recursion run over steps, and each step's advantage put on all its tokens.
+
+    A step's value is the mean of its tokens' values (`step_value="mean"`) or its last token's
+    (`"last"`); the outcome reward sits on the last step. `gamma`/`lam` are floats or [B, 1]
+    tensors (per trajectory). Computed without gradient. Returns `(advantages_B_T,
+    returns_B_T)` on the action tokens, 0 elsewhere; a row with no action token gets 0.
+    """
+    if step_value not in STEP_VALUES:
+        raise ValueError(f"unknown step_value {step_value!r}; valid: {', '.join(STEP_VALUES)}")
+    with torch.no_grad():
+        dtype = _float(values_B_T).dtype
+        B = mask_B_T.shape[0]
+        valid_B_T = mask_B_T > 0  # [B, T]
+        step_B_T, n_steps_B = action_steps(mask_B_T)  # [B, T], [B]
+        S = max(int(n_steps_B.max()) if B else 0, 1)
+        index_B_T = step_B_T.clamp(min=0)  # [B, T] (non-action positions add 0 to step 0)
+        v_B_T = values_B_T.detach().to(dtype)  # [B, T]
+        if step_value == "mean":
+            kept_B_T = valid_B_T
+        else:  # the last token of each step: valid and followed by an invalid position (or the end)
+            next_B_T = torch.zeros_like(valid_B_T)  # [B, T]
+            next_B_T[:, :-1] = valid_B_T[:, 1:]
+            kept_B_T = valid_B_T & ~next_B_T  # [B, T]
+        zeros_B_S = torch.zeros(B, S, dtype=dtype, device=mask_B_T.device)  # [B, S]
+        sums_B_S = zeros_B_S.scatter_add(1, index_B_T, torch.where(kept_B_T, v_B_T, 0.0))  # [B, S]
+        counts_B_S = zeros_B_S.scatter_add(1, index_B_T, kept_B_T.to(dtype))  # [B, S]
+        v_B_S = sums_B_S / counts_B_S.clamp(min=1)  # [B, S]
+        step_mask_B_S = torch.arange(S, device=mask_B_T.device)[None, :] < n_steps_B[:, None]  # [B, S]
+        r_B_S = outcome_rewards_to_tokens(rewards_B, step_mask_B_S).to(dtype)  # [B, S] r on the last step
+        adv_B_S, ret_B_S = gae(r_B_S, v_B_S, step_mask_B_S, gamma, lam)  # [B, S] each
+        adv_B_T = torch.where(valid_B_T, adv_B_S.gather(1, index_B_T), 0.0)  # [B, T]
+        ret_B_T = torch.where(valid_B_T, ret_B_S.gather(1, index_B_T), 0.0)  # [B, T]
     return adv_B_T, ret_B_T
 
 

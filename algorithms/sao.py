@@ -31,13 +31,28 @@ Choices where the paper is silent, and deviations:
 9. The 10-step warmup is read as 10 critic-only steps (policy frozen); which modules
    count as "attention" (and that norms keep training) is the trainer's choice.
 10. Value pretraining is not part of the plugin (no size is given).
+11. Advantage granularity (App. A.1 ablation, `advantage_granularity`): `token` (the
+    paper's method) or step-level, one value per agent step (a maximal run of action
+    tokens), its mean token value (`step-mean`) or its last token's (`step-last`), GAE run
+    over steps and each step's advantage on all its tokens. Choices: l of the policy lambda
+    stays the action-token count, and the critic keeps its token-level targets (with
+    lambda_critic = gamma = 1 both are the outcome on every token), so only the policy's
+    advantages change. On a single-turn task a trajectory is one step.
+12. "SAO w/ DIS only" (Table 1) is not defined further by the paper; the `dis-only` preset
+    reads it as SAO without its two ablated value-model designs (K = 1, attention trained).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from algorithms.advantages import gae, length_adaptive_lambda, masked_whiten, outcome_rewards_to_tokens
+from algorithms.advantages import (
+    gae,
+    length_adaptive_lambda,
+    masked_whiten,
+    outcome_rewards_to_tokens,
+    step_level_gae,
+)
 from algorithms.aggregation import AGGREGATION_MODES, check_aggregation
 from algorithms.base import (
     AdvantageResult,
@@ -57,6 +72,8 @@ from algorithms.objectives import (
     require,
     select_tokens,
 )
+
+GRANULARITIES = ("token", "step-mean", "step-last")
 
 
 @dataclass(frozen=True)
@@ -79,9 +96,16 @@ class Config:
     critic_warmup_steps: int = doc("critic-only steps before the policy moves", default=10)
     freeze_attention: bool = doc("freeze the critic's attention modules during RL", default=True)
     critic_lr: float = doc("critic learning rate", default=5e-6)
+    advantage_granularity: str = doc(
+        f"policy advantages per token or per agent step, one of {GRANULARITIES}", default="token"
+    )
 
     def __post_init__(self) -> None:
         check_aggregation(self.aggregation)
+        if self.advantage_granularity not in GRANULARITIES:
+            raise ValueError(
+                f"unknown advantage_granularity {self.advantage_granularity!r}; valid: {', '.join(GRANULARITIES)}"
+            )
         if not (0.0 < self.eps_low <= 1.0 and self.eps_high > 0.0):
             raise ValueError(f"need 0 < eps_low <= 1 and eps_high > 0, got {self.eps_low}, {self.eps_high}")
 
@@ -96,6 +120,10 @@ class SAO(Algorithm):
         "coding": {"eps_low": 0.8, "eps_high": 3.0},
         "single-critic-update": {"critic_updates_per_step": 1},  # ablation: K = 1
         "full-parameter-critic": {"freeze_attention": False},  # ablation: attention trained
+        # "SAO w/ DIS only" of Table 1, read as SAO without its two value-model designs
+        "dis-only": {"critic_updates_per_step": 1, "freeze_attention": False},
+        "step-average": {"advantage_granularity": "step-mean"},  # ablation: App. A.1
+        "step-last": {"advantage_granularity": "step-last"},  # ablation: App. A.1
     }
     needs = frozenset({"values"})
 
@@ -116,7 +144,11 @@ class SAO(Algorithm):
         rewards_B_T = outcome_rewards_to_tokens(traj.rewards_B, mask_B_T)  # [B, T] r on last action token
         _, returns_B_T = gae(rewards_B_T, values_B_T, mask_B_T, c.gamma, c.lambda_critic)  # [B, T]
         lam_B_1 = length_adaptive_lambda(traj.action_lengths_B, c.alpha)[:, None]  # [B, 1]
-        adv_B_T, _ = gae(rewards_B_T, values_B_T, mask_B_T, c.gamma, lam_B_1)  # [B, T]
+        if c.advantage_granularity == "token":
+            adv_B_T, _ = gae(rewards_B_T, values_B_T, mask_B_T, c.gamma, lam_B_1)  # [B, T]
+        else:  # one value per agent step ("step-mean" / "step-last")
+            step_value = c.advantage_granularity.removeprefix("step-")
+            adv_B_T, _ = step_level_gae(traj.rewards_B, values_B_T, mask_B_T, c.gamma, lam_B_1, step_value)
         if c.normalize_advantages:
             adv_B_T = masked_whiten(adv_B_T, mask_B_T)  # [B, T]
         metrics = advantage_metrics(adv_B_T, mask_B_T)

@@ -18,6 +18,7 @@ from algorithms.advantages import (
     length_adaptive_lambda,
     masked_whiten,
     outcome_rewards_to_tokens,
+    step_level_gae,
 )
 
 D = torch.float64
@@ -226,3 +227,60 @@ def test_running_mean_state_dict_round_trip():
     assert c.state_dict() == b.state_dict()
     keys, r = ["a", "b", "new"], torch.tensor([0.0, 1.0, 0.25])
     close(c.advantages(keys, r), b.advantages(keys, r).tolist())
+
+
+def _step_level_reference(reward, values, mask, gamma, lam, step_value):
+    """Slow step-level GAE: split the row into steps by hand, recurse over them in Python."""
+    steps, current = [], []
+    for t, m in enumerate(mask):
+        if m:
+            current.append(t)
+        elif current:
+            steps.append(current)
+            current = []
+    if current:
+        steps.append(current)
+    v = [sum(values[t] for t in s) / len(s) if step_value == "mean" else values[s[-1]] for s in steps]
+    adv, ret = [0.0] * len(mask), [0.0] * len(mask)
+    next_v = next_a = 0.0
+    for i in range(len(steps) - 1, -1, -1):
+        r = reward if i == len(steps) - 1 else 0.0
+        a = r + gamma * next_v - v[i] + gamma * lam * next_a
+        for t in steps[i]:
+            adv[t], ret[t] = a, a + v[i]
+        next_v, next_a = v[i], a
+    return adv, ret
+
+
+def test_step_level_gae_hand_computed():
+    # steps: tokens 1-2 and 5-7, V mean (2, 4), last (3, 6); reward 1, gamma 1, lambda 0.5
+    #   mean: A1 = 1 - 4 = -3, A0 = 4 - 2 + 0.5 * -3 = 0.5; returns A + V: 2.5, 1
+    #   last: A1 = 1 - 6 = -5, A0 = 6 - 3 + 0.5 * -5 = 0.5; returns 3.5, 1
+    mask = torch.tensor([[0, 1, 1, 0, 0, 1, 1, 1]], dtype=D)
+    values = torch.tensor([[9, 1, 3, 9, 9, 2, 4, 6]], dtype=D)
+    adv, ret = step_level_gae(torch.tensor([1.0], dtype=D), values, mask, 1.0, 0.5, "mean")
+    close(adv, [[0, 0.5, 0.5, 0, 0, -3, -3, -3]])
+    close(ret, [[0, 2.5, 2.5, 0, 0, 1, 1, 1]])
+    adv, ret = step_level_gae(torch.tensor([1.0], dtype=D), values, mask, 1.0, 0.5, "last")
+    close(adv, [[0, 0.5, 0.5, 0, 0, -5, -5, -5]])
+    close(ret, [[0, 3.5, 3.5, 0, 0, 1, 1, 1]])
+    with pytest.raises(ValueError, match="step_value"):
+        step_level_gae(torch.tensor([1.0]), values, mask, 1.0, 0.5, "first")
+
+
+@pytest.mark.parametrize("step_value", ["mean", "last"])
+def test_step_level_gae_matches_slow_reference_random(step_value):
+    gen = torch.Generator().manual_seed(7)
+    B, T = 6, 13
+    mask = (torch.rand(B, T, generator=gen) > 0.4).to(D)
+    mask[0] = 0  # a row without action tokens
+    values = torch.randn(B, T, generator=gen, dtype=D)
+    rewards = torch.randn(B, generator=gen, dtype=D)
+    lam = torch.rand(B, 1, generator=gen, dtype=D)
+    adv, ret = step_level_gae(rewards, values, mask, 0.9, lam, step_value)
+    for b in range(B):
+        ref_adv, ref_ret = _step_level_reference(
+            rewards[b].item(), values[b].tolist(), mask[b].tolist(), 0.9, lam[b, 0].item(), step_value
+        )
+        close(adv[b], ref_adv)
+        close(ret[b], ref_ret)

@@ -100,6 +100,30 @@ def test_sao_advantages_skip_observation_gae():
     assert res.metrics["adv/lambda_policy_mean"] == pytest.approx((5 / 6 + 7 / 9) / 2)
 
 
+
+def test_sao_step_level_advantages_same_batch():
+    # The batch above at step level (App. A.1). Row 0 has two steps: tokens 0-1, tokens 4-5.
+    #   step-mean: V = (0.55, 0.75); step 1: A = 1 - 0.75 = 1/4;
+    #              step 0: delta = 0.75 - 0.55 = 0.2, A = 1/5 + 5/6 * 1/4 = 49/120
+    #   step-last: V = (0.6, 0.8);   step 1: A = 1/5; step 0: A = 0.2 + 5/6 * 1/5 = 11/30
+    # Row 1 is one step: A = 0 - V on its three tokens (mean 0.5, last 0.5).
+    # The critic targets stay token-level: R = 1 / 0 on every action token.
+    tr = traj(
+        [1.0, 0.0],
+        [[1, 1, 0, 0, 1, 1], [1, 1, 1, 0, 0, 0]],
+        response_mask=[[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]],
+        values=[[0.5, 0.6, 9.0, 9.0, 0.7, 0.8], [0.5, 0.5, 0.5, 0.0, 0.0, 0.0]],
+    )
+    mean = SAO(SAO.make_config(preset="step-average")).advantages(tr)
+    assert torch.allclose(mean.advantages_B_T[0], t(49 / 120, 49 / 120, 0, 0, 1 / 4, 1 / 4))
+    assert torch.allclose(mean.advantages_B_T[1], t(-1 / 2, -1 / 2, -1 / 2, 0, 0, 0))
+    last = SAO(SAO.make_config(preset="step-last")).advantages(tr)
+    assert torch.allclose(last.advantages_B_T[0], t(11 / 30, 11 / 30, 0, 0, 1 / 5, 1 / 5))
+    for res in (mean, last):
+        assert torch.allclose(res.returns_B_T, t([1, 1, 0, 0, 1, 1], [0, 0, 0, 0, 0, 0]))
+    with pytest.raises(ValueError, match="advantage_granularity"):
+        SAO.make_config(advantage_granularity="turn")
+
 # SAO / running-mean DIS batch: one agent row, action mask [1,1,0,0,1,1], rollout log-probs 0.
 # r = [0.7001 (in), 0.6999 (out), obs, obs, 5.999 (in), 6.0 (out: strict)], A = [1, 1, -, -, -2, -2].
 # Observation tokens carry a huge log-prob (r = e^50) and NaN advantages: they must be ignored.
@@ -391,3 +415,5 @@ def test_sao_presets():
     assert (cfg.eps_low, cfg.eps_high) == (0.3, 5.0)
     assert SAO(SAO.make_config(preset="single-critic-update")).critic.updates_per_step == 1
     assert SAO(SAO.make_config(preset="full-parameter-critic")).critic.freeze_attention is False
+    dis_only = SAO(SAO.make_config(preset="dis-only")).critic
+    assert (dis_only.updates_per_step, dis_only.freeze_attention) == (1, False)
