@@ -15,7 +15,7 @@ def register(sub) -> None:
     p = sub.add_parser("report", help="tables, figures and index.html from comparison or run directories")
     p.add_argument(
         "dirs",
-        nargs="+",
+        nargs="*",
         metavar="DIR",
         help="comparison directories (bench compare --out), sweep directories (bench sweep --out) or run directories",
     )
@@ -26,11 +26,22 @@ def register(sub) -> None:
     p.add_argument(
         "--out", default=None, metavar="DIR", help="where to write (default: DIR/report of the first DIR)"
     )
+    p.add_argument("--verdicts", default=None, metavar="REFERENCE_DIR",
+                   help="instead: VERDICTS.md in REFERENCE_DIR (e.g. results/reference), one row per paper claim "
+                        "from its reference comparisons' tables")  # fmt: skip
+    p.add_argument("--readme", default=None, metavar="FILE",
+                   help="with --verdicts: also put the table between FILE's verdict markers (README.md)")  # fmt: skip
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Handler of `bench report`."""
+    if args.verdicts is not None:
+        return _verdicts(args)
+    if not args.dirs:
+        raise UsageError(
+            "bench report: give comparison, sweep or run directories (or --verdicts REFERENCE_DIR)"
+        )
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
     unknown = [f for f in formats if f not in FORMATS]
     if unknown or not formats:
@@ -47,4 +58,29 @@ def run(args: argparse.Namespace) -> int:
     print(paths.table_text)
     for path in paths.files:
         print(f"wrote {path}")
+    return 0
+
+
+def _verdicts(args: argparse.Namespace) -> int:
+    """`bench report --verdicts ROOT [--readme FILE]`."""
+    root = Path(args.verdicts)
+    if args.dirs:
+        raise UsageError(
+            "bench report --verdicts takes no DIR arguments: it reads REFERENCE_DIR's comparisons"
+        )
+    if not root.is_dir():
+        raise UsageError(
+            f"--verdicts {args.verdicts}: not a directory (the reference root, e.g. results/reference)"
+        )
+    readme = Path(args.readme) if args.readme else None
+    if readme is not None and not readme.is_file():
+        raise UsageError(f"--readme {args.readme}: no such file")
+    from results.report.verdicts import verdicts_markdown, write_verdicts
+
+    try:
+        path = write_verdicts(root, readme)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(verdicts_markdown(root))
+    print(f"wrote {path}" + (f" and the verdict block of {readme}" if readme else ""))
     return 0

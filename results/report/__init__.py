@@ -21,6 +21,7 @@ import pandas as pd
 from results.comparison import Comparison, load
 from results.report import tables as T
 from results.report.render import write_table
+from results.report.verdicts import claim_pairs
 from results.tables import format_table
 
 FORMATS = ("md", "csv", "tex", "html")
@@ -72,7 +73,7 @@ def write_report(
         baseline = baseline or ("grpo" if "grpo" in arms else arms[0])
         matrices = T.score_matrices(comparison)
         scores = T.final_scores(comparison, matrices, n_boot)
-        diffs = T.differences(comparison, matrices, baseline, n_boot)
+        diffs = T.differences(comparison, matrices, baseline, n_boot, pairs=claim_pairs())
         sections.update(_sections(comparison, scores, diffs, baseline, n_boot))
     files: list[Path] = []
     for name, (heading, caption, df) in sections.items():
@@ -104,8 +105,9 @@ def _sections(comparison, scores, diffs, baseline, n_boot) -> dict[str, tuple[st
     sections = {
         "scores": ("Final scores", "Mean avg@k over seeds (%), 95% CI by a two-level bootstrap over seeds and "
                    "problems; n problems x k samples per run", scores),
-        "differences": (f"Differences vs {baseline}", f"Each arm minus {baseline} (points of %), paired by seed "
-                        "and problem, 95% CI and p-value; verdict at 95%; poi = probability of improvement across "
+        "differences": (f"Differences vs {baseline}", f"Each arm minus {baseline} (points of %), then the pairs "
+                        "the paper's claims compare (their other arm in the baseline column), paired by seed and "
+                        "problem, 95% CI and p-value; verdict at 95%; poi = probability of improvement across "
                         "seeds", diffs),
         "aggregate": ("Aggregate", "Interquartile mean across seeds and benchmarks (%), 95% CI resampling seeds",
                       T.aggregate(comparison, n_boot)),

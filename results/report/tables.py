@@ -65,12 +65,19 @@ def per_seed_scores(comparison: Comparison) -> pd.DataFrame:
     return _in_arm_order(table, comparison)
 
 
-def differences(comparison: Comparison, matrices: dict, baseline: str, n_boot: int = 10000) -> pd.DataFrame:
-    """Each arm minus `baseline` on every benchmark, paired by seed and problem."""
+def differences(
+    comparison: Comparison, matrices: dict, baseline: str, n_boot: int = 10000, pairs=()
+) -> pd.DataFrame:
+    """Each arm minus `baseline` on every benchmark, paired by seed and problem; then each
+    (arm, other) of `pairs` whose arms are both here (the paper's claims), other as baseline."""
+    wanted = [(arm, baseline) for arm in comparison.arms if arm != baseline]
+    wanted += sorted(
+        p for p in pairs if p[1] != baseline and p[0] in comparison.arms and p[1] in comparison.arms
+    )
     rows = []
-    for (arm, bench), a in matrices.items():
-        b = matrices.get((baseline, bench))
-        if arm == baseline or b is None:
+    for (arm, other), bench in ((p, bench) for p in wanted for bench in comparison.benchmarks):
+        a, b = matrices.get((arm, bench)), matrices.get((other, bench))
+        if a is None or b is None:
             continue
         seeds = sorted(set(a.index) & set(b.index))
         problems = sorted(set(a.dropna(axis=1).columns) & set(b.dropna(axis=1).columns))
@@ -79,7 +86,7 @@ def differences(comparison: Comparison, matrices: dict, baseline: str, n_boot: i
         x, y = a.loc[seeds, problems].to_numpy(), b.loc[seeds, problems].to_numpy()
         d = paired_difference(x, y, n_boot=n_boot)
         poi = probability_of_improvement_ci(x.mean(axis=1), y.mean(axis=1), n_boot=n_boot, paired=True)
-        rows.append({"arm": arm, "baseline": baseline, "benchmark": bench, "diff": d["diff"],
+        rows.append({"arm": arm, "baseline": other, "benchmark": bench, "diff": d["diff"],
                      "ci_low": d["ci_low"], "ci_high": d["ci_high"], "p_value": d["p_value"],
                      "verdict": d["verdict"], "n_seeds": len(seeds), "n_problems": len(problems),
                      "poi": poi["poi"], "poi_low": poi["ci_low"], "poi_high": poi["ci_high"]})  # fmt: skip

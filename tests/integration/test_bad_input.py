@@ -113,6 +113,10 @@ REPORT = [
     (["{empty}"], "neither a comparison directory (comparison.json) nor a run directory (config.json)"),
     (["{other}", "--format", "pdf"], "--format 'pdf': valid formats are md, csv, tex, html"),
     (["{other}", "--baseline", "nope"], "--baseline 'nope' is not an arm here; arms: sao"),
+    ([], "bench report: give comparison, sweep or run directories (or --verdicts REFERENCE_DIR)"),
+    (["--verdicts", "{file}"], "not a directory (the reference root, e.g. results/reference)"),
+    (["--verdicts", "{empty}", "--readme", "{empty}/README.md"], "no such file"),
+    (["--verdicts", "{empty}", "--readme", "{file}"], "no <!-- verdicts:start --> ... <!-- verdicts:end --> block"),
 ]
 
 PRETRAIN = [

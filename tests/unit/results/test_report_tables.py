@@ -90,6 +90,19 @@ def test_differences_are_paired_by_seed_and_problem(comparison_dir):
     assert row["poi"] == pytest.approx(1.0)  # each sao seed beats each grpo seed
 
 
+def test_the_claims_pairs_are_added_beside_the_baselines(comparison_dir):
+    # with sao as the baseline, the claim "SAO > GRPO" (sao minus grpo) is still computed
+    comparison = load([comparison_dir])
+    matrices = T.score_matrices(comparison)
+    diffs = T.differences(comparison, matrices, "sao", n_boot=2000, pairs={("sao", "grpo"), ("sao", "dapo")})
+    assert [(r.arm, r.baseline) for r in diffs.itertuples()] == [
+        ("sao", "grpo"),
+        ("grpo", "sao"),
+    ]  # no dapo here
+    pair = diffs[diffs["arm"] == "sao"].iloc[0]
+    assert pair["diff"] == pytest.approx(2.5 / 8)  # the same paired difference, the other way round
+
+
 def test_failed_and_pending_runs_are_kept_in_the_tables(comparison_dir):
     comparison = load([comparison_dir])
     states = dict(zip(comparison.runs["run"], comparison.runs["state"]))
