@@ -3,7 +3,8 @@
 For every arm's study: trial counts by state, the best trials with their parameters, the
 parameter importances (Optuna's default evaluator; shown from 2 finished trials with a varying
 parameter), and Optuna's matplotlib plots (optimisation history, parallel coordinates,
-importances, slices, intermediate values) as PNG and SVG under `plots/<arm>/`. The summary
+importances, slices, intermediate values) as PNG and SVG under `plots/<arm>/`, and the
+machinery's share of the completed trials' wall time (`trial_overheads`). The summary
 (`sweep_summary.json`) is what `bench report SWEEP_DIR` and `bench compare --params-from-sweep`
 read; results/ never opens the storage itself.
 """
@@ -11,6 +12,7 @@ read; results/ never opens the storage itself.
 from __future__ import annotations
 
 import json
+import statistics
 import warnings
 from pathlib import Path
 from typing import Any
@@ -105,6 +107,7 @@ def show(out: Path, plots: bool = True) -> str:
             arm_summary["plots"] = [
                 str(p.relative_to(out)) for p in write_plots(study, out / "plots" / arm.slug)
             ]
+        arm_summary["overhead"] = trial_overheads(out, spec, arm)
         summary["arms"][arm.name] = arm_summary
         lines += ["", _arm_text(arm.name, arm_summary)]
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str) + "\n")
@@ -114,6 +117,33 @@ def show(out: Path, plots: bool = True) -> str:
         f"live dashboard (pip install -e '.[dashboard]'): optuna-dashboard --host 127.0.0.1 {target}",
     ]
     return "\n".join(lines)
+
+
+def trial_overheads(out: Path, spec: SweepSpec, arm: Any) -> dict[str, Any]:
+    """The sweep machinery's share of each completed trial's wall time.
+
+    A trial's wall time runs from its claim to its result in the storage (its status file);
+    the work in it is each seed's training as the run measures it (summary.json `wall_s`,
+    in-training evaluations included) and the final evaluation's generation (`wall_seconds`
+    of its summary). The rest is overhead: sampling, storage, leases, starting the run and
+    eval processes and loading their models, polling. Median and max over completed trials."""
+    rows = []
+    for status in sorted((out / "status" / arm.slug).glob("*.json")):
+        st = json.loads(status.read_text())
+        if st.get("state") != "complete" or "started" not in st:
+            continue
+        wall = st.get("recorded", st["ended"]) - st["started"]
+        work = 0.0
+        for seed in spec.seeds:
+            run_dir = out / arm.slug / f"{status.stem}-s{seed}"
+            work += json.loads((run_dir / "summary.json").read_text()).get("wall_s", 0.0)
+            for ev in (run_dir / "evals" / "final").glob("*.summary.json"):
+                work += json.loads(ev.read_text()).get("wall_seconds", 0.0)
+        rows.append({"trial": st["trial"], "wall_s": wall, "work_s": work, "overhead": (wall - work) / wall})
+    if not rows:
+        return {}
+    shares = [r["overhead"] for r in rows]
+    return {"median": statistics.median(shares), "max": max(shares), "n_trials": len(rows), "trials": rows}
 
 
 def _describe(spec: SweepSpec) -> str:
@@ -130,6 +160,10 @@ def _arm_text(name: str, s: dict[str, Any]) -> str:
     text = f"{name}: {counts}"
     if rows:
         text += "\n" + format_table(rows, ["trial", "value", "params"])
+    if s.get("overhead"):
+        o = s["overhead"]
+        text += (f"\nsweep overhead: median {o['median']:.1%} (max {o['max']:.1%}) of a completed trial's "
+                 f"wall time over {o['n_trials']} trial(s)")  # fmt: skip
     if s["importances"]:
         text += "\nimportances: " + ", ".join(f"{k} {v:.2f}" for k, v in s["importances"].items())
     return text

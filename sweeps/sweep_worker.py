@@ -81,18 +81,19 @@ def _run_one(out, spec, arm, queue, claim, params, fixed, cores) -> None:
 
     status_path = out / "status" / arm.slug / f"{claim.run}.json"
     status_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.time()  # the trial's wall time runs from here to its result in the storage
     stop = queue.keep_alive(claim)
     try:
         trial, values = trial_values(queue, claim, params, fixed)
         write_json_atomic(status_path, {"trial": claim.number, "state": "running", "params": values,
-                                        "worker": queue.worker, "started": time.time()})  # fmt: skip
+                                        "worker": queue.worker, "started": started})  # fmt: skip
         try:
             result = TrialRun(out, spec, arm, trial, claim, values, cores).run()
         except Exception as exc:  # e.g. sampled parameters no config accepts: the trial fails, not the worker
             result = {"state": "failed", "detail": f"{type(exc).__name__}: {exc}"}
     finally:
         stop.set()
-    result.update(trial=claim.number, params=values, ended=time.time())
+    result.update(trial=claim.number, params=values, worker=queue.worker, started=started, ended=time.time())
     write_json_atomic(status_path, result)
     try:
         if result["state"] == "complete":
@@ -106,6 +107,7 @@ def _run_one(out, spec, arm, queue, claim, params, fixed, cores) -> None:
         else:
             trial.set_user_attr("fail_reason", result["detail"])
             queue.study.tell(trial, state=TrialState.FAIL)
+        write_json_atomic(status_path, {**result, "recorded": time.time()})
     except Exception as exc:  # taken over meanwhile: the runs' directories keep what was done
         print(
             f"sweep worker: trial {claim.number} of {arm.name} was finished elsewhere ({exc})",

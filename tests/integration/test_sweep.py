@@ -74,6 +74,12 @@ def test_a_sweep_runs_every_trial_once_and_reports(base_checkpoint, tmp_path):
     assert (run_dir / "evals" / "final" / "arith-val.jsonl").exists()  # the objective's validation split
     assert "grpo: " in res.stdout and "optuna-dashboard --host 127.0.0.1" in res.stdout
     assert (out / "plots" / "grpo" / "optimization_history.png").stat().st_size > 0
+    overhead = json.loads((out / "sweep_summary.json").read_text())["arms"]["grpo"]["overhead"]
+    assert overhead["n_trials"] == 4 and "sweep overhead: median" in res.stdout
+    for row in overhead["trials"]:  # training and evaluation inside the trial's wall time
+        assert 0 < row["work_s"] < row["wall_s"] and row["overhead"] == pytest.approx(
+            1 - row["work_s"] / row["wall_s"]
+        )
     res = _run([sys.executable, "-m", "bench.cli", "report", str(out)])
     assert res.returncode == 0 and (out / "report" / "index.html").exists(), res.stderr
     assert "sweep_grpo_optimization_history.png" in (out / "report" / "index.html").read_text()
