@@ -128,39 +128,48 @@ def make_sampler(name: str, params: list, seed: int | None = None) -> Any:
     return optuna.samplers.TPESampler(seed=seed)
 
 
-def make_pruner(name: str, n_reports: int) -> Any:
+def make_pruner(name: str, n_reports: int | None) -> Any:
     """wilcoxon: Optuna's WilcoxonPruner on per-(seed, problem) scores of the final evaluation;
-    hyperband: PatientPruner(HyperbandPruner) on the in-training curve (`n_reports` reports):
-    hyperband may stop a trial only once its curve has not improved for 2 reports, so a noisy
-    RL curve that is still rising is never cut; none: never prunes."""
+    hyperband: a patient Hyperband on the in-training curve, a full trial making `n_reports`
+    reports (its max resource; None: Optuna's "auto", the first finished trial's count);
+    none: never prunes."""
     import optuna
 
     if name == "wilcoxon":
         return optuna.pruners.WilcoxonPruner(p_threshold=0.1)
     if name == "hyperband":
-        return patient_hyperband(max(2, n_reports))
+        return patient_hyperband(max(2, n_reports) if n_reports else "auto")
     return optuna.pruners.NopPruner()
 
 
-def patient_hyperband(max_resource: int, patience: int = 1) -> Any:
-    """Hyperband whose verdict counts only once the curve has not improved for `patience` + 1
-    reports: what `PatientPruner(HyperbandPruner())` means. Not that composition itself:
-    PatientPruner consults its wrapped pruner only on a stalled curve, so Hyperband never
-    records the rung values of trials that kept improving (the good ones), finds no
-    competitors at its rungs and never prunes (checked with Optuna 5.1). Here Hyperband sees
-    every report and keeps its rungs; the patience test then gates its verdict."""
+def patient_hyperband(max_resource: int | str) -> Any:
+    """Hyperband (reduction factor 3, rungs from the first report) whose verdict counts only
+    when the curve did not improve at its latest report: a noisy RL curve that is still
+    rising is never cut, a flat or falling one is cut at its first rung after the first
+    report. Hyperband sees every report, so it records the rung values of every trial, good
+    ones included. (`PatientPruner(HyperbandPruner())` does not: PatientPruner consults its
+    wrapped pruner only on a stalled curve, so Hyperband never records the rungs of improving
+    trials, finds no competitors and never prunes; checked with Optuna 5.1.)"""
     import optuna
 
     class PatientHyperband(optuna.pruners.BasePruner):
         def __init__(self) -> None:
             self.hyperband = optuna.pruners.HyperbandPruner(min_resource=1, max_resource=max_resource)
-            self.patience = optuna.pruners.PatientPruner(None, patience=patience)
 
         def prune(self, study: Any, trial: Any) -> bool:
             verdict = self.hyperband.prune(study, trial)  # always: records the trial's rung values
-            return verdict and self.patience.prune(study, trial)
+            return verdict and _stalled(trial.intermediate_values, study.direction.name == "MAXIMIZE")
 
     return PatientHyperband()
+
+
+def _stalled(values: dict[int, float], maximize: bool) -> bool:
+    """The curve's latest report is no better than its best earlier one (False before 2)."""
+    steps = sorted(values)
+    if len(steps) < 2:
+        return False
+    latest, earlier = values[steps[-1]], [values[s] for s in steps[:-1]]
+    return latest <= max(earlier) if maximize else latest >= min(earlier)
 
 
 def save_spec(out: Path, spec: SweepSpec, extra: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ by the queue's lease (`sweeps.queue`) and resumes its runs.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -20,8 +21,8 @@ from typing import Any
 from results.rundir import write_json_atomic
 from sweeps.queue import LEASE_S, RunQueue, open_storage
 from sweeps.spaces import param_from_table, space_for
-from sweeps.study import SweepSpec, load_spec, make_pruner, make_sampler
-from sweeps.trials import TrialRun, trial_values
+from sweeps.study import FINAL_REWARD, SweepSpec, load_spec, make_pruner, make_sampler
+from sweeps.trials import REWARD_WINDOW, TrialRun, trial_values
 
 
 def arm_space(spec: SweepSpec, arm, run_defaults: dict[str, Any]) -> tuple[list, dict, dict]:
@@ -43,11 +44,14 @@ def arm_space(spec: SweepSpec, arm, run_defaults: dict[str, Any]) -> tuple[list,
 
 def open_queues(out: Path, spec: SweepSpec, data: dict[str, Any]) -> list[tuple[Any, RunQueue, list, dict]]:
     """(arm, its study's queue, searched params, fixed values) for every arm."""
+    from bench.config import build_config
+
     storage = open_storage(data.get("storage") or "", out / "study.journal")
     queues = []
     for arm in spec.arms:
         params, fixed, _ = arm_space(spec, arm, data.get("run_defaults", {}))
-        n_reports = _expected_reports(spec)
+        tps = build_config(*spec.config_layers(arm, spec.seeds[0], {})).trajectories_per_step
+        n_reports = expected_reports(spec, tps)
         queue = RunQueue(storage, spec.study_name(arm), lease_s=float(data.get("lease_s", LEASE_S)),
                          direction=spec.direction, sampler=make_sampler(spec.sampler, params),
                          pruner=make_pruner(spec.pruner, n_reports))  # fmt: skip
@@ -55,9 +59,16 @@ def open_queues(out: Path, spec: SweepSpec, data: dict[str, Any]) -> list[tuple[
     return queues
 
 
-def _expected_reports(spec: SweepSpec) -> int:
-    """How many in-training reports a full trial makes (hyperband's max resource), roughly."""
-    return max(2, 10 * len(spec.seeds))
+def expected_reports(spec: SweepSpec, trajectories_per_step: int) -> int | None:
+    """In-training reports of a full trial (Hyperband's max resource): per seed, one per
+    in-training evaluation (an eval objective) or per REWARD_WINDOW steps (reward/final), when
+    a trajectory budget fixes the steps; None (unknown until a trial finishes) otherwise."""
+    kind, amount = spec.budget
+    every = REWARD_WINDOW if spec.objective == FINAL_REWARD else spec.eval_every
+    if kind != "trajectories" or not every:
+        return None
+    steps = math.ceil(amount / trajectories_per_step)
+    return max(1, steps // every) * len(spec.seeds)
 
 
 def work(out: Path, cores: list[int] | None = None, poll_s: float = 2.0) -> int:

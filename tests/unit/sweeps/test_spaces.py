@@ -122,37 +122,61 @@ def test_the_wilcoxon_pruner_prunes_a_trial_worse_on_most_problems():
     run._report_problems(0, good)  # as good as the best: not pruned
 
 
-def test_the_hyperband_pruner_prunes_a_poor_curve(tmp_path):
+# The curves of a 20-trial SAO sweep on arith (eval every 50 of 200 steps: 4 reports): four
+# healthy trials, then collapsed ones (policy LR 5e-4 and 7e-4), which ran to the end.
+HEALTHY = [[0.535, 0.605, 0.618, 0.645], [0.522, 0.61, 0.608, 0.657], [0.497, 0.5, 0.55, 0.477],
+           [0.522, 0.593, 0.667, 0.642], [0.527, 0.62, 0.627, 0.69], [0.557, 0.615, 0.65, 0.66]]  # fmt: skip
+COLLAPSED = [[0.045, 0.0, 0.0, 0.0], [0.09, 0.043, 0.0, 0.022], [0.06, 0.01, 0.0, 0.0]]
+
+
+def _report(tmp_path, study, curve, key="eval/arith-val/avg_at_k"):
+    """Feed `curve` (one value per report) through a TrialRun; the reports made before it ended."""
     from results.rundir import RunDir
-    from sweeps.study import make_pruner
     from sweeps.trials import Pruned
 
-    study = optuna.create_study(direction="maximize", pruner=make_pruner("hyperband", 10))
-    run_dir = RunDir.create(tmp_path / "run", {}, {})
+    trial, run = _trial_run(study, pruner="hyperband")
+    run_dir = RunDir.create(tmp_path / f"run{trial.number}", {}, {})
+    for i, value in enumerate(curve):
+        run_dir.append_metrics({"step": 50 * (i + 1), key: value})
+    try:
+        run._report_curve(run_dir, 0)
+    except Pruned:
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        return run.reports
+    study.tell(trial, curve[-1])
+    return run.reports
 
-    def curve(score):
-        for step in range(1, 11):
-            run_dir.append_metrics({"step": step, "eval/arith-val/avg_at_k": score(step)})
 
-    for _ in range(12):  # enough finished trials in every hyperband bracket
-        trial, tr = _trial_run(study, pruner="hyperband")
-        run_dir.metrics_path.write_text("")
-        curve(lambda step: 0.9 * step / 10)  # rising: what the finished trials did
-        tr._report_curve(run_dir, 0)
-        study.tell(trial, 0.9)
-    pruned = 0
-    for _ in range(4):  # hyperband puts each trial in a bracket; the earliest brackets cut at the first rungs
-        trial, tr = _trial_run(study, pruner="hyperband")
-        run_dir.metrics_path.write_text("")
-        curve(lambda step: 0.2 - 0.01 * step)  # low and falling (a collapse): patience runs out
-        try:
-            tr._report_curve(run_dir, 0)
-            study.tell(trial, 0.1)
-        except Pruned:
-            pruned += 1
-            assert tr.reports < 10  # stopped before the end of its curve
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-    assert pruned >= 1
+def test_the_hyperband_pruner_cuts_collapsed_curves_at_a_rung(tmp_path):
+    from sweeps.study import make_pruner
+
+    study = optuna.create_study(
+        study_name="sao-arith", direction="maximize", pruner=make_pruner("hyperband", 4)
+    )
+    assert [_report(tmp_path, study, c) for c in HEALTHY] == [4] * len(HEALTHY)
+    # in every bracket (a max resource above the real report count put some brackets' first rung past the
+    # end, and their trials ran to it: the sweep's bug)
+    assert [_report(tmp_path, study, c) for c in COLLAPSED * 3] == [3] * 3 * len(
+        COLLAPSED
+    )  # the rung at report 3
+    rising = [0.3, 0.45, 0.6, 0.7]  # low at first but still rising: never cut
+    assert _report(tmp_path, study, rising) == 4
+
+
+def test_the_hyperband_resource_is_the_trials_report_count():
+    from sweeps.study import FINAL_REWARD, SweepSpec
+    from sweeps.sweep_worker import expected_reports
+
+    def spec(budget, objective="eval/arith-val/avg_at_k", seeds=(0,), every=25):
+        return SweepSpec("arith", (Arm("sao", "sao"),), 20, objective, "maximize", budget, seeds,
+                         pruner="hyperband", eval_every=every)  # fmt: skip
+
+    assert expected_reports(spec(("trajectories", 12800)), 64) == 8  # 200 steps, every 25
+    assert (
+        expected_reports(spec(("trajectories", 12800), seeds=(0, 1)), 64) == 16
+    )  # reports run on across seeds
+    assert expected_reports(spec(("trajectories", 12800), FINAL_REWARD, every=0), 64) == 20  # every 10 steps
+    assert expected_reports(spec(("minutes", 10)), 64) is None  # unknown: Optuna's "auto"
 
 
 def test_group_sizes_are_only_those_dividing_the_trajectories_per_step():
