@@ -32,7 +32,7 @@ RUN = [
     (["--set", "trajectories_per_step=12", "--algo", "grpo"], "not a multiple of grpo's rollouts per prompt (8)"),
     (["--model", "/no/such/dir"], "not found"),
     (["--preset", "nope"], "unknown preset 'nope' for sao; valid presets:"),
-    (["--preset", "mth"], "valid presets: coding, full-parameter-critic, math, single-critic-update (did you mean 'math'?)"),
+    (["--preset", "mth"], "valid presets: coding, dis-only, full-parameter-critic, math, single-critic-update, step-average, step-last (did you mean 'math'?)"),
     (["--set", "tsk.max_operands=3"], "keys are nested (did you mean 'task'?)"),
     (["--stpes", "3"], "unrecognized arguments: --stpes 3 (did you mean --steps?)"),
     (["--report-to", "tensorbord"], "report_to: unknown tracker 'tensorbord' (did you mean 'tensorboard'?)"),
