@@ -215,6 +215,8 @@ def train(
                "consumption": consumed.as_dict()}  # fmt: skip
     if is_main:
         run.write_summary(summary)
+    if learner.accelerator.num_processes > 1:  # an orderly end of the process group: gloo's threads
+        learner.accelerator.end_training()  # otherwise may abort the process as it exits (SIGABRT)
     return summary
 
 

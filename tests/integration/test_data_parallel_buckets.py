@@ -54,6 +54,7 @@ def _rank_main(rank: int, port: int, results) -> None:
     for _ in range(2):
         learner.train_step(batch)
     results.put((rank, len(batch.rows.buckets), learner.version, learner.policy_checksums()))
+    learner.accelerator.end_training()  # as bench.train.loop.train does: without it a rank may abort at exit
 
 
 @pytest.mark.slow
