@@ -16,7 +16,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from results.rundir import write_json_atomic
 from sweeps.queue import LEASE_S, RunQueue, open_storage
@@ -25,10 +25,18 @@ from sweeps.study import FINAL_REWARD, SweepSpec, load_spec, make_pruner, make_s
 from sweeps.trials import REWARD_WINDOW, TrialRun, trial_values
 
 
-def arm_space(spec: SweepSpec, arm, run_defaults: dict[str, Any]) -> tuple[list, dict, dict]:
-    """(searched params, fixed values, the effective algorithm config) of one arm: its
-    algorithm's space, given the run's default rates and trajectories per step (group sizes
-    must divide it), with the sweep's `--space` overrides."""
+class ArmSpace(NamedTuple):
+    """What a sweep searches for one arm, and the arm's settings it depends on."""
+
+    params: list
+    fixed: dict[str, Any]
+    algo_config: dict[str, Any]  # the effective algorithm config
+    trajectories_per_step: int
+
+
+def arm_space(spec: SweepSpec, arm, run_defaults: dict[str, Any]) -> ArmSpace:
+    """One arm's search space: its algorithm's space, given the run's default rates and
+    trajectories per step (group sizes must divide it), with the sweep's `--space` overrides."""
     import dataclasses
 
     from bench.config import build_config, make_algorithm
@@ -39,23 +47,20 @@ def arm_space(spec: SweepSpec, arm, run_defaults: dict[str, Any]) -> tuple[list,
     run = {**run_defaults, "trajectories_per_step": config.trajectories_per_step}
     overrides = {name: param_from_table(name, table) for name, table in spec.space.items()}
     params, fixed = space_for(type(algo), algo_config, run, overrides)
-    return params, fixed, algo_config
+    return ArmSpace(params, fixed, algo_config, config.trajectories_per_step)
 
 
 def open_queues(out: Path, spec: SweepSpec, data: dict[str, Any]) -> list[tuple[Any, RunQueue, list, dict]]:
     """(arm, its study's queue, searched params, fixed values) for every arm."""
-    from bench.config import build_config
-
     storage = open_storage(data.get("storage") or "", out / "study.journal")
     queues = []
     for arm in spec.arms:
-        params, fixed, _ = arm_space(spec, arm, data.get("run_defaults", {}))
-        tps = build_config(*spec.config_layers(arm, spec.seeds[0], {})).trajectories_per_step
-        n_reports = expected_reports(spec, tps)
+        space = arm_space(spec, arm, data.get("run_defaults", {}))
+        n_reports = expected_reports(spec, space.trajectories_per_step)
         queue = RunQueue(storage, spec.study_name(arm), lease_s=float(data.get("lease_s", LEASE_S)),
-                         direction=spec.direction, sampler=make_sampler(spec.sampler, params),
+                         direction=spec.direction, sampler=make_sampler(spec.sampler, space.params),
                          pruner=make_pruner(spec.pruner, n_reports))  # fmt: skip
-        queues.append((arm, queue, params, fixed))
+        queues.append((arm, queue, space.params, space.fixed))
     return queues
 
 

@@ -188,7 +188,7 @@ def _check_spaces(spec, defaults: dict) -> dict[str, dict]:
     firsts = {}
     run_fields = {f.name for f in dataclasses.fields(RunConfig)}
     for arm in spec.arms:
-        params, fixed, algo_config = arm_space(spec, arm, defaults)
+        params, fixed, algo_config, _ = arm_space(spec, arm, defaults)
         for name in spec.space:
             section, dot, key = name.partition(".")
             valid = [f"algo.{k}" for k in algo_config] if dot else sorted(run_fields)

@@ -27,7 +27,9 @@ def policy_source(config: RunConfig, task: Any, checkpoint: Path | None = None) 
 
     path = existing_base(config.task, config.task_args)
     if path is None:
-        raise RuntimeError(f"no tiny base checkpoint for {config.task}: start runs with bench.train.start_run")
+        raise RuntimeError(
+            f"no tiny base checkpoint for {config.task}: start runs with bench.train.start_run"
+        )
     if note := task.tiny_model_note():
         print(f"bench: note: {note}")
     return str(path)

@@ -13,6 +13,7 @@ reproduces (above 0), does not reproduce (below 0), inconclusive at this scale (
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from results.report.paper import TABLES
+from results.report.render import to_markdown
 
 VERDICTS_FILE = "VERDICTS.md"
 README_START, README_END = "<!-- verdicts:start -->", "<!-- verdicts:end -->"
@@ -109,15 +111,15 @@ def paper_number(table: str, arm: str) -> float | None:
 def verdict_rows(root: Path, link_prefix: str = "") -> list[dict[str, str]]:
     """One row per claim from the reference comparisons under `root` (figure links relative
     to `root`, after `link_prefix`)."""
-    rows = []
+    rows, references = [], {}
     for claim in CLAIMS:
-        tables = root / claim.reference / "tables"
+        if claim.reference not in references:  # several claims share one reference comparison
+            references[claim.reference] = _read_reference(root / claim.reference)
+        scores, diffs, budget_and_tuning = references[claim.reference]
         a, b = paper_number(claim.table, claim.arm), paper_number(claim.table, claim.other)
         column = TABLES[claim.table]["columns"][0]
         row = {"claim": claim.label, "paper": f"{a:g} vs {b:g} ({column})", "here": "-",
                "difference [95% CI]": "-", "p": "-", "seeds": "-", "budget, tuning": "-", "verdict": "not run yet", "figure": "-"}  # fmt: skip
-        scores = _read(tables / "scores.csv")
-        diffs = _read(tables / "differences.csv")
         score_a = _score(scores, claim.arm, claim.benchmark)
         score_b = _score(scores, claim.other, claim.benchmark)
         diff = _difference(diffs, claim)
@@ -129,7 +131,7 @@ def verdict_rows(root: Path, link_prefix: str = "") -> list[dict[str, str]]:
                     f"{100 * diff['ci_high']:+.1f}]",
                     "p": f"{diff['p_value']:.3g}",
                     "seeds": str(int(diff["n_seeds"])),
-                    "budget, tuning": _budget_and_tuning(root / claim.reference / "provenance.json"),
+                    "budget, tuning": budget_and_tuning,
                     "verdict": _verdict(diff),
                     "figure": f"[{claim.figure}]({link_prefix}{claim.reference}/figures/{claim.figure})",
                 }
@@ -138,8 +140,15 @@ def verdict_rows(root: Path, link_prefix: str = "") -> list[dict[str, str]]:
     return rows
 
 
-def _read(path: Path) -> pd.DataFrame:
-    return pd.read_csv(path) if path.exists() else pd.DataFrame()
+def _read_reference(reference: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """(scores, differences, "budget, tuning") of one reference comparison's report (empty
+    frames where it has none)."""
+
+    def read(name: str) -> pd.DataFrame:
+        path = reference / "tables" / name
+        return pd.read_csv(path) if path.exists() else pd.DataFrame()
+
+    return read("scores.csv"), read("differences.csv"), _budget_and_tuning(reference / "provenance.json")
 
 
 def _score(scores: pd.DataFrame, arm: str, benchmark: str) -> pd.Series | None:
@@ -162,8 +171,6 @@ def _difference(diffs: pd.DataFrame, claim: Claim) -> pd.Series | None:
 
 def _budget_and_tuning(provenance: Path) -> str:
     """ "trajectories=32000, shared defaults" or "..., tuned: 20 trials/arm" from a report's provenance."""
-    import json
-
     specs = json.loads(provenance.read_text()).get("specs", []) if provenance.exists() else []
     if not specs:
         return "-"
@@ -187,11 +194,7 @@ def _verdict(diff: pd.Series) -> str:
 
 def verdicts_markdown(root: Path, link_prefix: str = "") -> str:
     """The verdict table as Markdown (what VERDICTS.md and README.md's results section hold)."""
-    rows = verdict_rows(root, link_prefix)
-    columns = list(rows[0])
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(row[c] for c in columns) + " |" for row in rows]
-    return "\n".join(lines)
+    return to_markdown(pd.DataFrame(verdict_rows(root, link_prefix))).rstrip("\n")
 
 
 def write_verdicts(root: Path, readme: Path | None = None) -> Path:
