@@ -50,6 +50,15 @@ def _build(name: str) -> BenchmarkSpec:
     return spec
 
 
+def task_benchmark_name(task: str, task_args: dict[str, Any] | None = None) -> str | None:
+    """The registered benchmark of a task's own held-out problems, or None where it has none.
+
+    Most tasks share their benchmark's name; the swe task's is its `dataset` (swe-mini by
+    default, swe-synth, swe-verified), so a run on synthetic bugs is evaluated on them."""
+    name = (task_args or {}).get("dataset", "swe-mini") if task == "swe" else task
+    return name if name in BENCHMARKS else None
+
+
 def check(name: str) -> None:
     """Raise UnknownBenchmarkError for a name that is not registered (imports nothing):
     "unknown benchmark 'x'; did you mean 'y'? available: a, b"."""

@@ -131,8 +131,10 @@ def build_spec(args: argparse.Namespace):
     for arm in arms:  # names first: a typo is answered before any algorithm (or torch) loads
         algo_registry.check(arm.algo)
     budget = parse_budget(args.budget)
+    shared = parse_set_options(args.set)
     if args.eval_bench is None:
-        benches = (args.task,) if args.task in bench_registry.names() else ()
+        own = bench_registry.task_benchmark_name(args.task, shared.get("task_args"))
+        benches = (own,) if own else ()
     else:
         benches = tuple(dict.fromkeys(b.strip() for b in args.eval_bench.split(",") if b.strip()))
     for name in benches:
@@ -146,7 +148,6 @@ def build_spec(args: argparse.Namespace):
     select = parse_select(args.select, benches, args.eval_every)
     if select:
         bench_registry.check(select.partition("=")[2])
-    shared = parse_set_options(args.set)
     if args.mode:
         shared["mode"] = args.mode
     for key in ("algo", "algo_preset", "task", "seed", "steps"):

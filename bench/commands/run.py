@@ -113,6 +113,7 @@ def _print_end_of_run(config: RunConfig, run_dir, summary: dict) -> None:
     from results.run_end import format_end_of_run
 
     benches = [b.strip() for b in config.eval_bench.split(",") if b.strip()]
-    if not benches and config.task in bench_registry.names():
-        benches = [config.task]  # the task's own benchmark
+    own = bench_registry.task_benchmark_name(config.task, config.task_args)
+    if not benches and own:
+        benches = [own]
     print(format_end_of_run(str(run_dir.path), summary, run_dir.read_metrics(), config.to_dict(), benches))
