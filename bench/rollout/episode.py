@@ -20,6 +20,10 @@ from bench.seeding import derive_seed
 PROMPT_TOO_LONG = "prompt-too-long"
 """Finish reason of an episode whose prompt fills the model's whole context (nothing generated)."""
 
+ENGINE_FAILURES = ("abort", "error")
+"""Finish reasons of a turn the engine did not complete (vLLM aborted or failed the request):
+the episode ends there, its cut-off action is neither graded nor trained on."""
+
 
 @dataclass
 class Trajectory:
@@ -39,7 +43,7 @@ class Trajectory:
     info: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     started_at: float = 0.0  # Unix time the episode started (the timeline's clock)
-    finish_reason: str = ""  # of the last turn: the engine's ("eos", "stop", "length") or PROMPT_TOO_LONG
+    finish_reason: str = ""  # of the last turn: the engine's ("eos", "stop", "length", ENGINE_FAILURES) or PROMPT_TOO_LONG
 
     def min_version(self) -> int:
         """The oldest policy version among this trajectory's action tokens."""
@@ -102,9 +106,12 @@ async def run_episode(
             completion = await _generate(worker, request)
             traj.append(completion.token_ids, completion.logprobs, completion.versions)
             traj.turns = turn + 1
+            traj.finish_reason = completion.finish_reason
+            if completion.finish_reason in ENGINE_FAILURES:
+                traj.truncated = True  # not the model's ending: `collect_batch` runs the problem again
+                break
             result = await env.step(tokenizer.decode(completion.token_ids, skip_special_tokens=True))
             traj.truncated = completion.finish_reason == "length"
-            traj.finish_reason = completion.finish_reason
             if result.done:
                 traj.reward, traj.info = float(result.reward), dict(result.info)
                 break

@@ -21,6 +21,7 @@ from bench.config import RunConfig
 from bench.engines import make_engine
 from bench.engines.base import SamplingParams
 from bench.errors import RunStopped
+from bench.rollout.episode import ENGINE_FAILURES
 from bench.rollout.producer import Group, RolloutProducer
 from bench.rollout.worker import EngineWorker
 from bench.seeding import derive_seed
@@ -33,7 +34,7 @@ from bench.train.setup import make_learner
 from results.rundir import RunDir
 
 ROLLOUT_TIMEOUT_S = 600.0  # no finished group for this long means the rollout side is stuck
-MAX_REJECTED_IN_A_ROW = 200  # groups rejected by `accept_group` in a row before giving up
+MAX_REJECTED_IN_A_ROW = 200  # groups rejected by `accept_group` (or failed by the engine) in a row
 
 
 class RolloutStarved(RunStopped):
@@ -47,6 +48,7 @@ class BatchCounters:
     stale_dropped: int = 0
     stale_requeued: int = 0
     filtered_groups: int = 0
+    engine_failed: int = 0  # trajectories of groups with an aborted or failed engine request
     wait_s: float = 0.0
     groups: list[Group] = field(default_factory=list)
     discarded: list[Group] = field(default_factory=list)  # taken but not trained on (stale, filtered)
@@ -60,9 +62,11 @@ class BatchCounters:
 def collect_batch(
     producer: RolloutProducer, learner: Learner, config: RunConfig, max_staleness: int
 ) -> BatchCounters:
-    """Take groups from the producer until `trajectories_per_step` are accepted."""
+    """Take groups from the producer until `trajectories_per_step` are accepted. Groups too
+    stale, rejected by the algorithm or with an episode the engine aborted or failed are
+    discarded (counted; the engine's failures are run again, since the problem is not at fault)."""
     out = BatchCounters()
-    have = rejected_in_a_row = 0
+    have = rejected_in_a_row = failed_in_a_row = 0
     start = time.perf_counter()
     while have < config.trajectories_per_step:
         group = producer.get_group(timeout=1.0)
@@ -80,6 +84,16 @@ def collect_batch(
             out.discarded.append(group)
             producer.release(n)
             continue
+        if any(t.finish_reason in ENGINE_FAILURES for t in group.trajectories):
+            producer.requeue(group.problem)
+            out.engine_failed += n
+            out.discarded.append(group)
+            producer.release(n)
+            failed_in_a_row += 1
+            if failed_in_a_row >= MAX_REJECTED_IN_A_ROW:
+                raise RuntimeError(f"the engine aborted or failed a request in {failed_in_a_row} groups in a row")
+            continue
+        failed_in_a_row = 0
         rewards_G = torch.tensor([t.reward for t in group.trajectories])
         if not learner.algo.accept_group(rewards_G):
             out.filtered_groups += 1
@@ -341,6 +355,7 @@ def _one_step(
             "rollout/stale_dropped": float(got.stale_dropped),
             "rollout/stale_requeued": float(got.stale_requeued),
             "rollout/filtered_groups": float(got.filtered_groups),
+            "rollout/engine_failed": float(got.engine_failed),
             "loss/nonfinite_skipped": float(learner.nonfinite_total),
             "rollout/engine_tokens_per_s": engine.stats().get("tokens_per_s", 0.0),
             "time/wait_s": got.wait_s,
