@@ -164,6 +164,9 @@ def rollout_timeline(comparison: Comparison, out_dir: Path) -> list[Figure]:
     axes = fig.subplots(len(arms), 1, sharex=True, squeeze=False)[:, 0]
     for ax, arm in zip(axes, arms):
         _draw_timeline(ax, *chosen[arm], mappable, arm_colors(comparison.arms).get(arm, "k"))
+    # the panels share one time axis: it must reach the longest window, or the step labels of
+    # a longer one fall beyond it (and outside the figure)
+    axes[-1].set_xlim(0, max(part.attrs["end"] for _, part in chosen.values()) * 1.02)
     axes[-1].set_xlabel("seconds since the run's first rollout")
     fig.colorbar(
         mappable, ax=list(axes), label="policy version (oldest token)", ticks=_ticks(vmax), shrink=0.8
@@ -225,7 +228,6 @@ def _draw_timeline(ax, run: str, part: pd.DataFrame, mappable: ScalarMappable, c
             ax.axvline(at, color="0.2", linestyle=":", linewidth=1.0)
             ax.text(at, 1.0, f"{int(step)}", transform=ax.get_xaxis_transform(), ha="center", va="bottom",
                     fontsize=7, color="0.2")  # fmt: skip
-    ax.set_xlim(0, end * 1.02)
     ax.set_ylim(lanes.max() + 1, -1)
     ax.set_ylabel(f"{run}\nrollout lane", fontsize=8, color=color)
     ax.tick_params(axis="y", labelsize=7)

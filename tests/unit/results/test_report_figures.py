@@ -127,3 +127,24 @@ def test_timeline_frame_counts_staleness_from_the_learner_version_at_consumption
     frame = timeline_frame(load([out]), "grpo-s0")
     assert frame["staleness"].tolist() == [0.0, 3.0]
     assert frame["used"].tolist() == [1.0, 0.0] and frame["step"].tolist() == [3, 3]
+
+
+def test_the_timeline_panels_share_a_time_axis_that_holds_every_step_label(tmp_path, monkeypatch):
+    from results.report import figures_runs
+
+    from .synthetic_runs import _timeline, write_comparison, write_jsonl
+
+    out = write_comparison(tmp_path / "cmp", arms=("sao", "grpo"), seeds=(0,), steps=12)
+    t0 = 1.8e9  # the first arm's steps take three times as long: its window is the longer one
+    slow = _timeline(12, 0, t0)
+    for line in slow:
+        line["consumed_at"] = t0 + 3 * (line["consumed_at"] - t0)
+        line["trajs"] = [[t0 + 3 * (t[0] - t0), t0 + 3 * (t[1] - t0), *t[2:]] for t in line["trajs"]]
+    write_jsonl(out / "runs" / "sao-s0" / "timeline.jsonl", slow)
+    drawn, real_save = [], figures_runs.save
+    monkeypatch.setattr(figures_runs, "save", lambda fig, *args: drawn.append(fig) or real_save(fig, *args))
+    rollout_timeline(load([out]), tmp_path / "figs")
+    panels = [ax for ax in drawn[0].axes if ax.texts]  # the colour bar has no step labels
+    assert len(panels) == 2
+    for ax in panels:
+        assert max(text.get_position()[0] for text in ax.texts) <= ax.get_xlim()[1]
