@@ -51,11 +51,14 @@ def _build(name: str) -> BenchmarkSpec:
 
 
 def task_benchmark_name(task: str, task_args: dict[str, Any] | None = None) -> str | None:
-    """The registered benchmark of a task's own held-out problems, or None where it has none.
+    """The registered benchmark of a task's own held-out problems (`Task.benchmark_name`: most
+    tasks share their benchmark's name, the swe task's is its dataset's), or None where it has
+    none or the task is unknown (the caller's checks name that error)."""
+    from envs import registry as task_registry
 
-    Most tasks share their benchmark's name; the swe task's is its `dataset` (swe-mini by
-    default, swe-synth, swe-verified), so a run on synthetic bugs is evaluated on them."""
-    name = (task_args or {}).get("dataset", "swe-mini") if task == "swe" else task
+    if task not in task_registry.names():
+        return None
+    name = task_registry.get(task).benchmark_name(task_args or {})
     return name if name in BENCHMARKS else None
 
 

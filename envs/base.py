@@ -24,7 +24,7 @@ import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 
 @dataclass
@@ -148,6 +148,12 @@ class Task(ABC):
     max_turns: ClassVar[int] = 1
     stop: ClassVar[tuple[str, ...]] = ()
     episode_only_args: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def benchmark_name(cls, task_args: dict[str, Any]) -> str:
+        """The name of the benchmark of this task's own held-out problems under these
+        constructor arguments (not necessarily registered): by default the task's name."""
+        return cls.name
 
     @abstractmethod
     def sample_problem(self, rng: random.Random) -> Problem:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 from envs.base import Env, Message, Problem, Task
 from envs.swe import synthetic
@@ -32,7 +33,8 @@ from envs.swe.runtime import Runtime, RuntimeUnavailable
 from envs.swe.scaffold import SweEnv
 from envs.tools import TOOL_STOP
 
-DATASETS = ("swe-mini", "swe-synth", "swe-verified")
+DATASETS = ("swe-mini", "swe-synth", "swe-verified")  # each also the name of its benchmark
+DEFAULT_DATASET = "swe-mini"
 SYNTH_TRAIN_STREAM_SIZE = 10**9
 """swe-synth training bugs are drawn uniformly from this many indices of the "train" stream."""
 RUNTIMES = ("local", "docker")
@@ -98,9 +100,14 @@ class SweTask(Task):
     stop = (TOOL_STOP,)
     episode_only_args = ("dataset", "runtime", "data")
 
+    @classmethod
+    def benchmark_name(cls, task_args: dict[str, Any]) -> str:
+        """The dataset's benchmark: a run on synthetic bugs is evaluated on held-out ones."""
+        return task_args.get("dataset", DEFAULT_DATASET)
+
     def __init__(
         self,
-        dataset: str = "swe-mini",
+        dataset: str = DEFAULT_DATASET,
         runtime: str | None = None,
         data: str | None = None,
         max_tool_calls: int = 8,
