@@ -173,29 +173,63 @@ def _short(v: Any) -> str:
     return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
-def best_arms(out: Path) -> tuple[list, dict[str, Any]]:
-    """The sweep's arms with their best trial's parameters (for `bench compare
-    --params-from-sweep`), and what their tuning cost: trials, budget, seeds, objective."""
+# What every arm of a tuned comparison must have been tuned with, so no arm had more search.
+SAME_TUNING = ("task", "trials", "budget", "seeds", "objective", "eval_k", "eval_limit", "eval_every", "eval_seed",
+               "pruner", "sampler", "shared")  # fmt: skip
+
+
+def best_arms(sweep_dirs: list[Path]) -> tuple[list, dict[str, Any]]:
+    """The sweeps' arms with their best trial's parameters (for `bench compare
+    --params-from-sweep`), and what their tuning cost: trials, budget, seeds, objective.
+
+    Several sweep directories (e.g. one swept earlier for SAO, one for the other arms) must agree
+    on everything in SAME_TUNING: a fair comparison gives every arm the same search."""
+    import optuna
+
+    from sweeps.study import SweepError
+
+    loaded = [(Path(d), *load_spec(Path(d))) for d in sweep_dirs]
+    first_dir, first, _ = loaded[0]
+    for other_dir, other, _ in loaded[1:]:
+        for key in SAME_TUNING:
+            if getattr(other, key) != getattr(first, key):
+                raise SweepError(
+                    f"--params-from-sweep: {first_dir} and {other_dir} differ in {key} "
+                    f"({getattr(first, key)!r} vs {getattr(other, key)!r}); every arm needs the same tuning"
+                )
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    arms, best = [], {}
+    for out, spec, data in loaded:
+        for arm, params in _best_of_sweep(out, spec, data):
+            if arm.name in best:
+                raise SweepError(f"--params-from-sweep: arm {arm.name} is in more than one sweep")
+            arms.append(arm)
+            best[arm.name] = params
+    tuning = {"sweep": ", ".join(str(d) for d, _, _ in loaded), "trials_per_arm": first.trials,
+              "budget": list(first.budget), "seeds": list(first.seeds), "objective": first.objective,
+              "best": best, "task": first.task}  # fmt: skip
+    return arms, tuning
+
+
+def _best_of_sweep(out: Path, spec: SweepSpec, data: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
+    """(arm with its best trial's parameters, {trial, value, params}) of every arm of one sweep."""
     import optuna
 
     from sweeps.grid import Arm
     from sweeps.spaces import as_layer
     from sweeps.study import SweepError
 
-    spec, data = load_spec(out)
     storage = open_storage(data.get("storage") or "", out / "study.journal")
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
     fixed = {name: t["fixed"] for name, t in spec.space.items() if isinstance(t, dict) and "fixed" in t}
-    arms, tuning = [], {"sweep": str(out), "trials_per_arm": spec.trials, "budget": list(spec.budget),
-                        "seeds": list(spec.seeds), "objective": spec.objective, "best": {}}  # fmt: skip
+    found = []
     for arm in spec.arms:
         study = optuna.load_study(study_name=spec.study_name(arm), storage=storage)
         done = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
         if not done:
             raise SweepError(f"--params-from-sweep {out}: {arm.name} has no completed trial yet")
-        best = study.best_trial
-        layer = as_layer({**fixed, **best.params})
+        trial = study.best_trial
+        layer = as_layer({**fixed, **trial.params})
         algo_args = {**arm.algo_args, **layer.pop("algo_args", {})}
-        arms.append(Arm(arm.name, arm.algo, arm.preset, algo_args, {**arm.run_args, **layer}))
-        tuning["best"][arm.name] = {"trial": best.number, "value": best.value, "params": best.params}
-    return arms, {**tuning, "task": spec.task}
+        tuned = Arm(arm.name, arm.algo, arm.preset, algo_args, {**arm.run_args, **layer})
+        found.append((tuned, {"trial": trial.number, "value": trial.value, "params": trial.params}))
+    return found

@@ -35,9 +35,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--algos", default=None, metavar="ARMS",
                    help="comma-separated arms: an algorithm, ALGO:PRESET (e.g. ppo:vapo) or grpo+dis; or a "
                    "TOML file of [arms.NAME] tables (algo, preset, algo_args, set)")  # fmt: skip
-    p.add_argument("--params-from-sweep", default=None, metavar="SWEEP_DIR",
-                   help="arms = the sweep's algorithms with their best trials' parameters, run on fresh seeds (after "
-                   "the ones tuned on); the report states the tuning budget")  # fmt: skip
+    p.add_argument("--params-from-sweep", default=None, metavar="SWEEP_DIR[,DIR]",
+                   help="arms = the sweeps' algorithms with their best trials' parameters, run on fresh seeds (after "
+                   "the ones tuned on); several sweeps must share trials, budget, seeds and objective; the report "
+                   "states the tuning budget")  # fmt: skip
     p.add_argument("--task", default="arith", help="task every arm trains on (default: arith)")
     p.add_argument("--seeds", default="3", metavar="N|S,S,...",
                    help="seeds: N means 0..N-1, or a comma list (default: 3)")  # fmt: skip
@@ -119,7 +120,10 @@ def build_spec(args: argparse.Namespace):
             raise UsageError("give either --algos or --params-from-sweep (its arms are the sweep's)")
         from sweeps.show import best_arms
 
-        arms, tuning = best_arms(Path(args.params_from_sweep))
+        sweep_dirs = [Path(d.strip()) for d in args.params_from_sweep.split(",") if d.strip()]
+        if not sweep_dirs:
+            raise UsageError("--params-from-sweep: expected SWEEP_DIR or a comma list of sweep directories")
+        arms, tuning = best_arms(sweep_dirs)
         if tuning["task"] != args.task:
             raise UsageError(
                 f"--params-from-sweep: the sweep tuned on {tuning['task']}; give --task {tuning['task']}"

@@ -117,6 +117,9 @@ def _sections(comparison, scores, diffs, baseline, n_boot) -> dict[str, tuple[st
                    "[min, max] over its runs", T.budget_table(comparison)),
         "runs": ("Runs", "Every run: outcome, what stopped it, reward collapse, consumption, evaluated checkpoint",
                  T.runs_table(comparison)),
+        "tuning": ("Tuning", "How each arm's parameters were chosen: shared defaults, or the best trial of a sweep "
+                   "with the same trials and budget for every arm, the comparison on fresh seeds",
+                   T.tuning_table(comparison)),
     }  # fmt: skip
     for i, (title, df) in enumerate(T.paper_tables(scores)):
         sections[f"paper_{i + 1}"] = (title, "The paper's layout: its numbers beside this harness's", df)

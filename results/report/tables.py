@@ -125,6 +125,33 @@ def budget_table(comparison: Comparison) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def tuning_table(comparison: Comparison) -> pd.DataFrame:
+    """How each arm's parameters were chosen: the shared defaults of its comparison, a sweep's
+    best trial (`bench compare --params-from-sweep`) with the tuning budget every arm was
+    given, or, for run directories given alone, as each run was configured."""
+    tuning_of = {arm["name"]: spec.get("tuning") for spec in comparison.specs for arm in spec.get("arms", [])}
+    rows = []
+    for name in comparison.arms:
+        row = {"arm": name, "tuning": "shared defaults", "tuned on": "-", "best trial": "-", "objective": "-",
+               "parameters": "-"}  # fmt: skip
+        tuning = tuning_of.get(name, "run directory")
+        if tuning == "run directory":
+            row["tuning"] = "as each run was configured (not from a comparison)"
+        elif tuning:
+            kind, amount = tuning["budget"]
+            best = tuning["best"].get(name, {})
+            params = sorted(best.get("params", {}).items())
+            row.update({
+                "tuning": f"{tuning['trials_per_arm']} trials x {kind}={amount:g}",
+                "tuned on": f"seeds {', '.join(map(str, tuning['seeds']))}; {tuning['sweep']}",
+                "best trial": best.get("trial", "-"),
+                "objective": f"{tuning['objective']} = {best['value']:.4g}" if "value" in best else "-",
+                "parameters": ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in params),
+            })  # fmt: skip
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def _mean_range(values, percent: bool = False) -> str:
     if len(values) == 0:
         return "-"

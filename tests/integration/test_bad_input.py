@@ -93,6 +93,8 @@ COMPARE = [
         "--storage postgresql://u:***@127.0.0.1:1/x: cannot be used",
     ),
     (["--algos", "sao", *B, "--out", "{other}"], "holds a different comparison (bench compare --algos other"),
+    (["--params-from-sweep", ",", *B], "--params-from-sweep: expected SWEEP_DIR or a comma list"),
+    (["--params-from-sweep", "{file}", *B], "is not a sweep directory (no sweep.json)"),
 ]
 
 SWEEP = [

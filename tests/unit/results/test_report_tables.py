@@ -136,7 +136,7 @@ def test_markdown_and_latex_escape_their_special_characters():
 def test_the_report_writes_every_table_in_every_format(comparison_dir, tmp_path):
     paths = write_report([comparison_dir], tmp_path / "report", formats=["md", "csv", "tex"], n_boot=500)
     names = {p.name for p in paths.files}
-    for table in ("scores", "differences", "per_seed", "budget", "runs"):
+    for table in ("scores", "differences", "per_seed", "budget", "runs", "tuning"):
         assert {f"{table}.md", f"{table}.csv", f"{table}.tex"} <= names
     assert "vs grpo" in paths.table_text and "budget trajectories=128" in paths.table_text
     provenance = json.loads((tmp_path / "report" / "provenance.json").read_text())
@@ -146,6 +146,29 @@ def test_the_report_writes_every_table_in_every_format(comparison_dir, tmp_path)
     )
     with pytest.raises(ReportError, match="--baseline 'dapo' is not an arm here; arms: sao, grpo, ppo"):
         write_report([comparison_dir], tmp_path / "r2", baseline="dapo", formats=["md"])
+
+
+def test_the_tuning_table_says_how_each_arm_was_chosen(comparison_dir, tmp_path):
+    by_arm = T.tuning_table(load([comparison_dir])).set_index("arm")
+    assert set(by_arm["tuning"]) == {"shared defaults"}  # no --params-from-sweep
+
+    spec = json.loads((comparison_dir / "comparison.json").read_text())
+    spec["tuning"] = {"sweep": "sweeps/a, sweeps/b", "trials_per_arm": 20, "budget": ["trajectories", 12800],
+                      "seeds": [0], "objective": "eval/arith-val/avg_at_k",
+                      "best": {"sao": {"trial": 2, "value": 0.6675, "params": {"policy_lr": 3.1e-4, "algo.k": 2}},
+                               "grpo": {"trial": 7, "value": 0.61, "params": {"policy_lr": 1e-4}}}}  # fmt: skip
+    (comparison_dir / "comparison.json").write_text(json.dumps(spec))
+    lone = tmp_path / "lone"  # a run directory given alone has no comparison to say how it was tuned
+    _run(lone, "dapo", 0, CORRECT["sao"][0])
+    (lone / "runs" / "dapo-s0" / "config.json").write_text(json.dumps({"algo": "dapo", "seed": 0, "task": "arith"}))
+    by_arm = T.tuning_table(load([comparison_dir, lone / "runs" / "dapo-s0"])).set_index("arm")
+    sao = by_arm.loc["sao"]
+    assert sao["tuning"] == "20 trials x trajectories=12800" and sao["best trial"] == 2
+    assert sao["tuned on"] == "seeds 0; sweeps/a, sweeps/b"
+    assert sao["objective"] == "eval/arith-val/avg_at_k = 0.6675"
+    assert sao["parameters"] == "algo.k=2, policy_lr=0.00031"
+    assert by_arm.loc["ppo", "best trial"] == "-"  # an arm the sweeps had no trial for
+    assert by_arm.loc["dapo", "tuning"].startswith("as each run was configured")
 
 
 def test_a_reward_collapse_is_flagged():
