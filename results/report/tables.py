@@ -173,13 +173,14 @@ def runs_table(comparison: Comparison) -> pd.DataFrame:
 def paper_tables(scores: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """The paper's table layouts: its rows and numbers, beside this harness's mean score (%)
     of the arm each row maps to on every benchmark the comparison evaluated. Only tables with
-    at least one of their rows among the comparison's arms."""
+    at least two of their rows among the comparison's arms: a paper table compares its rows, and
+    one arm alone (SAO is in every table) would only repeat the scores table."""
     out = []
     harness = {(r.arm, r.benchmark): 100 * r.mean for r in scores.itertuples()} if len(scores) else {}
     benches = list(dict.fromkeys(scores["benchmark"])) if len(scores) else []
     for spec in TABLES.values():
         arms = [arm for arm, _ in spec["rows"].values()]
-        if not any((arm, b) in harness for arm in arms for b in benches):
+        if sum(any((arm, b) in harness for b in benches) for arm in arms) < 2:
             continue
         rows = []
         for label, (arm, numbers) in spec["rows"].items():

@@ -82,6 +82,7 @@ CLAIMS = (
         "sao:step-average",
         "agent-granularity",
         "agent",
+        "fig3_eval_vs_trajectories_agent.png",
     ),  # fmt: skip
     Claim(
         "Table 5: token-level > step-level last token",
@@ -90,6 +91,7 @@ CLAIMS = (
         "sao:step-last",
         "agent-granularity",
         "agent",
+        "fig3_eval_vs_trajectories_agent.png",
     ),  # fmt: skip
 )
 """The paper's claims in the order the issue lists them (docs/sao.md summarises the paper)."""

@@ -125,6 +125,7 @@ def test_the_paper_layouts_put_its_numbers_beside_ours(comparison_dir):
     assert table1.loc["SAO", "AIME2025 (paper, GLM/Qwen3 scale)"] == 97.3
     assert table1.loc["SAO", "arith (this harness)"] == "68.8"
     assert table1.loc["GRPO + DIS", "arith (this harness)"] == "-"  # no grpo+dis arm here
+    assert not any(title.startswith(("Table 2", "Tables 3-4")) for title in tables)  # only SAO's row here
 
 
 def test_markdown_and_latex_escape_their_special_characters():
