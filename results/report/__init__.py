@@ -121,6 +121,11 @@ def _sections(comparison, scores, diffs, baseline, n_boot) -> dict[str, tuple[st
                    "with the same trials and budget for every arm, the comparison on fresh seeds",
                    T.tuning_table(comparison)),
     }  # fmt: skip
+    drift = T.drift_phase_table(comparison)
+    if len(drift):
+        sections["drift_phases"] = ("Online drift by phase (Fig. 5)", "Each stretch of steps in one phase of the "
+                                    "drifting task, in schedule order: share of episodes using the phase's label and "
+                                    "training reward over its first and last 5 steps, mean over seeds", drift)  # fmt: skip
     for i, (title, df) in enumerate(T.paper_tables(scores)):
         sections[f"paper_{i + 1}"] = (title, "The paper's layout: its numbers beside this harness's", df)
     return sections

@@ -152,6 +152,32 @@ def tuning_table(comparison: Comparison) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def drift_phase_table(comparison: Comparison, edge: int = 5) -> pd.DataFrame:
+    """Fig. 5 as numbers: for each arm and each stretch of steps in one phase of a drifting
+    task (`results.phases.phase_segments`, in schedule order), the share of episodes following
+    the phase's label rule and the training reward over its first and last `edge` steps, mean
+    over the seeds that reached it. Empty for comparisons without a drifting task."""
+    from results.phases import phase_segments
+
+    m = comparison.metrics
+    if m.empty or "drift/phase" not in m or "reward/style" not in m:
+        return pd.DataFrame()
+    m = m.dropna(subset=["drift/phase", "reward/style"])
+    rows = []
+    for arm in comparison.arms:
+        seeds = [phase_segments(g.sort_values("step").to_dict("records"), edge)
+                 for _, g in m[m["arm"] == arm].groupby("run")]  # fmt: skip
+        for i in range(max((len(s) for s in seeds), default=0)):
+            cells = [s[i] for s in seeds if len(s) > i]
+            rows.append({"arm": arm, "stretch": i + 1, "rule": cells[0]["phase"],
+                         "steps": f"{min(c['first_step'] for c in cells)}-{max(c['last_step'] for c in cells)}",
+                         "label share first": np.mean([c["style_first"] for c in cells]),
+                         "label share last": np.mean([c["style_last"] for c in cells]),
+                         "reward first": np.mean([c["reward_first"] for c in cells]),
+                         "reward last": np.mean([c["reward_last"] for c in cells]), "seeds": len(cells)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
 def _mean_range(values, percent: bool = False) -> str:
     if len(values) == 0:
         return "-"

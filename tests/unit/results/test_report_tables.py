@@ -161,7 +161,9 @@ def test_the_tuning_table_says_how_each_arm_was_chosen(comparison_dir, tmp_path)
     (comparison_dir / "comparison.json").write_text(json.dumps(spec))
     lone = tmp_path / "lone"  # a run directory given alone has no comparison to say how it was tuned
     _run(lone, "dapo", 0, CORRECT["sao"][0])
-    (lone / "runs" / "dapo-s0" / "config.json").write_text(json.dumps({"algo": "dapo", "seed": 0, "task": "arith"}))
+    (lone / "runs" / "dapo-s0" / "config.json").write_text(
+        json.dumps({"algo": "dapo", "seed": 0, "task": "arith"})
+    )
     by_arm = T.tuning_table(load([comparison_dir, lone / "runs" / "dapo-s0"])).set_index("arm")
     sao = by_arm.loc["sao"]
     assert sao["tuning"] == "20 trials x trajectories=12800" and sao["best trial"] == 2
@@ -179,3 +181,40 @@ def test_a_reward_collapse_is_flagged():
     assert not reward_collapsed(rising)
     assert reward_collapsed(rising[:40] + [0.05] * 20)  # the paper's vanilla-GRPO signature
     assert not reward_collapsed([0.5] * 8)  # too short to tell
+
+
+def test_the_drift_table_averages_each_phase_stretch_over_seeds(tmp_path):
+    styles = {
+        0: [[0.2, 0.4, 0.6, 0.8], [0.1, 0.3, 0.5, 0.7]],
+        1: [[0.4, 0.4, 0.4, 0.4], [0.3, 0.3, 0.5, 0.5]],
+    }
+    dirs = []
+    for seed, phases in styles.items():
+        run = tmp_path / f"sao-s{seed}"
+        run.mkdir()
+        (run / "config.json").write_text(json.dumps({"algo": "sao", "seed": seed, "task": "drift"}))
+        rows = [
+            {
+                "step": 4 * phase + i + 1,
+                "drift/phase": float(phase),
+                "reward/style": style,
+                "reward/mean": style / 2,
+            }
+            for phase, values in enumerate(phases)
+            for i, style in enumerate(values)
+        ]
+        rows.append({"step": 8, "eval/arith/avg_at_k": 0.5})  # an eval-only line is no step of a phase
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        dirs.append(run)
+    table = T.drift_phase_table(load(dirs), edge=2)
+    assert table["stretch"].tolist() == [1, 2] and table["rule"].tolist() == [0, 1]
+    assert table["steps"].tolist() == ["1-4", "5-8"] and table["seeds"].tolist() == [2, 2]
+    assert table["label share first"].tolist() == pytest.approx(
+        [0.35, 0.25]
+    )  # (0.3 + 0.4) / 2, (0.2 + 0.3) / 2
+    assert table["label share last"].tolist() == pytest.approx(
+        [0.55, 0.55]
+    )  # (0.7 + 0.4) / 2, (0.6 + 0.5) / 2
+    assert table["reward last"].tolist() == pytest.approx([0.275, 0.275])
+    (dirs[0] / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward/mean": 0.5}) + "\n")
+    assert T.drift_phase_table(load([dirs[0]])).empty  # not a drifting task: no table
