@@ -26,8 +26,8 @@ from results.tables import print_table
 def phase_segments(rows: Sequence[dict[str, Any]], edge: int = 5) -> list[dict[str, Any]]:
     """One summary per stretch of consecutive steps in the same phase (rows without
     `drift/phase` or `reward/style`, e.g. eval-only lines, are skipped): its phase, first and
-    last step, and the means of `reward/style` and `reward/mean` over its first and last
-    `edge` steps (fewer when the stretch is shorter)."""
+    last step, the means of `reward/style` and `reward/mean` over its first and last `edge`
+    steps (fewer when the stretch is shorter), and of `reward/style` over the whole stretch."""
     if edge < 1:
         raise ValueError(f"edge must be >= 1, got {edge}")
     stretches: list[tuple[int, list[dict[str, Any]]]] = []
@@ -58,6 +58,7 @@ def phase_segments(rows: Sequence[dict[str, Any]], edge: int = 5) -> list[dict[s
                 "style_last": mean(tail, "reward/style"),
                 "reward_first": mean(head, "reward/mean"),
                 "reward_last": mean(tail, "reward/mean"),
+                "style_mean": mean(part, "reward/style"),
             }
         )
     return out

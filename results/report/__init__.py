@@ -20,6 +20,7 @@ import pandas as pd
 
 from results.comparison import Comparison, load
 from results.report import tables as T
+from results.report.drift import DRIFT_SCORE, drift_matrices, drift_phase_table
 from results.report.render import write_table
 from results.report.verdicts import claim_pairs
 from results.tables import format_table
@@ -71,7 +72,7 @@ def write_report(
     scores = diffs = pd.DataFrame()
     if arms:
         baseline = baseline or ("grpo" if "grpo" in arms else arms[0])
-        matrices = T.score_matrices(comparison)
+        matrices = {**T.score_matrices(comparison), **drift_matrices(comparison)}
         scores = T.final_scores(comparison, matrices, n_boot)
         diffs = T.differences(comparison, matrices, baseline, n_boot, pairs=claim_pairs())
         sections.update(_sections(comparison, scores, diffs, baseline, n_boot))
@@ -121,12 +122,15 @@ def _sections(comparison, scores, diffs, baseline, n_boot) -> dict[str, tuple[st
                    "with the same trials and budget for every arm, the comparison on fresh seeds",
                    T.tuning_table(comparison)),
     }  # fmt: skip
-    drift = T.drift_phase_table(comparison)
+    drift = drift_phase_table(comparison)
     if len(drift):
         sections["drift_phases"] = ("Online drift by phase (Fig. 5)", "Each stretch of steps in one phase of the "
                                     "drifting task, in schedule order: share of episodes using the phase's label and "
-                                    "training reward over its first and last 5 steps, mean over seeds", drift)  # fmt: skip
-    for i, (title, df) in enumerate(T.paper_tables(scores)):
+                                    "training reward over its first and last 5 steps, mean over seeds; in the scores and differences, "
+                                    f"{DRIFT_SCORE} is the label share over each stretch after the first switch, "
+                                    "paired by seed and stretch", drift)  # fmt: skip
+    evaluated = scores[scores["benchmark"].isin(comparison.benchmarks)] if len(scores) else scores
+    for i, (title, df) in enumerate(T.paper_tables(evaluated)):  # the paper's tables are of evaluations
         sections[f"paper_{i + 1}"] = (title, "The paper's layout: its numbers beside this harness's", df)
     return sections
 

@@ -50,7 +50,7 @@ def final_scores(comparison: Comparison, matrices: dict, n_boot: int = 10000) ->
         ci = stratified_bootstrap_ci(m.to_numpy(), n_boot=n_boot)
         rows.append({"arm": arm, "benchmark": bench, "mean": ci["mean"], "ci_low": ci["ci_low"],
                      "ci_high": ci["ci_high"], "n_seeds": ci["n_seeds"], "n_problems": ci["n_problems"],
-                     "k": int(k[(arm, bench)]) if len(k) else None})  # fmt: skip
+                     "k": int(k[(arm, bench)]) if (arm, bench) in k else None})  # fmt: skip
     return _in_arm_order(pd.DataFrame(rows), comparison)
 
 
@@ -74,8 +74,9 @@ def differences(
     wanted += sorted(
         p for p in pairs if p[1] != baseline and p[0] in comparison.arms and p[1] in comparison.arms
     )
+    benches = list(dict.fromkeys([*comparison.benchmarks, *(bench for _, bench in matrices)]))
     rows = []
-    for (arm, other), bench in ((p, bench) for p in wanted for bench in comparison.benchmarks):
+    for (arm, other), bench in ((p, bench) for p in wanted for bench in benches):
         a, b = matrices.get((arm, bench)), matrices.get((other, bench))
         if a is None or b is None:
             continue
@@ -149,32 +150,6 @@ def tuning_table(comparison: Comparison) -> pd.DataFrame:
                 "parameters": ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in params),
             })  # fmt: skip
         rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def drift_phase_table(comparison: Comparison, edge: int = 5) -> pd.DataFrame:
-    """Fig. 5 as numbers: for each arm and each stretch of steps in one phase of a drifting
-    task (`results.phases.phase_segments`, in schedule order), the share of episodes following
-    the phase's label rule and the training reward over its first and last `edge` steps, mean
-    over the seeds that reached it. Empty for comparisons without a drifting task."""
-    from results.phases import phase_segments
-
-    m = comparison.metrics
-    if m.empty or "drift/phase" not in m or "reward/style" not in m:
-        return pd.DataFrame()
-    m = m.dropna(subset=["drift/phase", "reward/style"])
-    rows = []
-    for arm in comparison.arms:
-        seeds = [phase_segments(g.sort_values("step").to_dict("records"), edge)
-                 for _, g in m[m["arm"] == arm].groupby("run")]  # fmt: skip
-        for i in range(max((len(s) for s in seeds), default=0)):
-            cells = [s[i] for s in seeds if len(s) > i]
-            rows.append({"arm": arm, "stretch": i + 1, "rule": cells[0]["phase"],
-                         "steps": f"{min(c['first_step'] for c in cells)}-{max(c['last_step'] for c in cells)}",
-                         "label share first": np.mean([c["style_first"] for c in cells]),
-                         "label share last": np.mean([c["style_last"] for c in cells]),
-                         "reward first": np.mean([c["reward_first"] for c in cells]),
-                         "reward last": np.mean([c["reward_last"] for c in cells]), "seeds": len(cells)})  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from results.report.drift import DRIFT_SCORE
 from results.report.paper import TABLES
 from results.report.render import to_markdown
 
@@ -33,12 +34,13 @@ class Claim:
     the reference comparison `reference` (its directory name) on its `benchmark`."""
 
     label: str
-    table: str
+    table: str | None  # a key of results.report.paper.TABLES; None: a figure's claim without numbers
     arm: str
     other: str
     reference: str
     benchmark: str
     figure: str = "fig1_final_scores.png"
+    paper: str | None = None  # for a claim the paper makes without numbers (table None): its words
 
 
 CLAIMS = (
@@ -93,6 +95,16 @@ CLAIMS = (
         "agent",
         "fig3_eval_vs_trajectories_agent.png",
     ),  # fmt: skip
+    Claim(
+        "Fig. 5: SAO recovers faster than running mean under drift",
+        None,
+        "sao",
+        "running-mean",
+        "drift",
+        DRIFT_SCORE,
+        "fig5b_drift_label_share.png",
+        "after each shift (no numbers)",
+    ),  # fmt: skip
 )
 """The paper's claims in the order the issue lists them (docs/sao.md summarises the paper)."""
 
@@ -118,9 +130,7 @@ def verdict_rows(root: Path, link_prefix: str = "") -> list[dict[str, str]]:
         if claim.reference not in references:  # several claims share one reference comparison
             references[claim.reference] = _read_reference(root / claim.reference)
         scores, diffs, budget_and_tuning = references[claim.reference]
-        a, b = paper_number(claim.table, claim.arm), paper_number(claim.table, claim.other)
-        column = TABLES[claim.table]["columns"][0]
-        row = {"claim": claim.label, "paper": f"{a:g} vs {b:g} ({column})", "here": "-",
+        row = {"claim": claim.label, "paper": _paper_text(claim), "here": "-",
                "difference [95% CI]": "-", "p": "-", "seeds": "-", "budget, tuning": "-", "verdict": "not run yet", "figure": "-"}  # fmt: skip
         score_a = _score(scores, claim.arm, claim.benchmark)
         score_b = _score(scores, claim.other, claim.benchmark)
@@ -140,6 +150,14 @@ def verdict_rows(root: Path, link_prefix: str = "") -> list[dict[str, str]]:
             )
         rows.append(row)
     return rows
+
+
+def _paper_text(claim: Claim) -> str:
+    """The paper's side of a claim: its two numbers in its table's first column, or its words."""
+    if claim.table is None:
+        return claim.paper or "-"
+    a, b = paper_number(claim.table, claim.arm), paper_number(claim.table, claim.other)
+    return f"{a:g} vs {b:g} ({TABLES[claim.table]['columns'][0]})"
 
 
 def _read_reference(reference: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:

@@ -49,6 +49,15 @@ def test_verdicts_follow_the_confidence_interval(tmp_path):
     assert rows["Table 2: SAO > GRPO+DIS (SWE)"]["verdict"] == "not run yet"  # comparison missing
 
 
+def test_a_figure_claim_without_paper_numbers_gives_the_papers_words_and_a_verdict(tmp_path):
+    _reference(tmp_path, "drift", {("sao", "drift-recovery"): 0.6, ("running-mean", "drift-recovery"): 0.4},
+               [("sao", "running-mean", "drift-recovery", 0.2, 0.05, 0.35, 0.01)])  # fmt: skip
+    row = next(r for r in verdict_rows(tmp_path) if r["claim"].startswith("Fig. 5"))
+    assert row["paper"] == "after each shift (no numbers)" and row["verdict"] == "reproduces"
+    assert row["here"] == "60.0 [55.0, 65.0] vs 40.0 [35.0, 45.0] (drift-recovery)"
+    assert row["figure"] == "[fig5b_drift_label_share.png](drift/figures/fig5b_drift_label_share.png)"
+
+
 def test_write_verdicts_fills_the_readme_block_with_links_from_the_readme(tmp_path):
     root = tmp_path / "results" / "reference"
     _reference(root, "arith", {("sao", "arith"): 0.7, ("grpo", "arith"): 0.5},
