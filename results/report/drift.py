@@ -60,7 +60,8 @@ def drift_phase_table(comparison: Comparison, edge: int = 5) -> pd.DataFrame:
 
 def drift_matrices(comparison: Comparison) -> dict[tuple[str, str], pd.DataFrame]:
     """(arm, DRIFT_SCORE) -> a seeds x stretches frame of the label share over each stretch
-    after the first (stretch 2 onwards: the first is the base model's own label). Stretches
+    after the first (stretch 2 onwards, each after a switch; the first starts from the base
+    model's label mix, not from a shift). Stretches
     one seed did not reach are NaN (and left out of the paired differences)."""
     out = {}
     for arm, runs in _segments(comparison, edge=5).items():
