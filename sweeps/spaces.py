@@ -88,8 +88,12 @@ def _group_sizes(c: dict, run: dict) -> Param:
 
 
 def _sao(c: dict, run: dict) -> list[Param]:
+    # K is searched only with both value-model designs on: the ablation presets (K = 1, a
+    # full-parameter critic, "DIS only") are defined by their K, which tuning must not undo
+    designs = c.get("freeze_attention", True) and c.get("critic_updates_per_step", 2) >= 2
+    k = [Param("algo.critic_updates_per_step", "int", 1, 3)] if designs else []
     return [_lr("policy_lr", run), Param("algo.eps_low", "float", 0.1, 0.8),
-            Param("algo.eps_high", "float", 1.0, 8.0), Param("algo.critic_updates_per_step", "int", 1, 3),
+            Param("algo.eps_high", "float", 1.0, 8.0), *k,
             _lr("critic_lr", run), Param("algo.critic_warmup_steps", "int", 0, 20),
             Param("algo.alpha", "float", 1.0, 3.0)]  # fmt: skip
 

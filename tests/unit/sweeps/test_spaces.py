@@ -57,6 +57,13 @@ def test_the_first_trial_is_the_paper_s_defaults():
     assert {"algo.dis_eps_low", "algo.dis_eps_high"} <= {p.name for p in params}
 
 
+@pytest.mark.parametrize("preset", ["single-critic-update", "full-parameter-critic", "dis-only"])
+def test_an_ablation_preset_keeps_the_critic_updates_that_define_it(preset):
+    _, config, params, _ = _space("sao", preset)
+    assert "algo.critic_updates_per_step" not in {p.name for p in params}  # tuning must not undo the ablation
+    assert {"policy_lr", "algo.eps_low", "critic_lr"} <= {p.name for p in params}
+
+
 def test_a_space_file_replaces_adds_and_fixes_parameters(tmp_path):
     path = tmp_path / "space.toml"
     path.write_text('[params."algo.eps_high"]\ntype = "float"\nlow = 2.0\nhigh = 3.0\n'
