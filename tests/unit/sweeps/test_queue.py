@@ -59,14 +59,15 @@ def test_a_run_enqueued_twice_is_run_once(storage_url, tmp_path):
 
 
 def test_a_silent_worker_s_run_is_taken_over_after_its_lease(storage_url, tmp_path):
-    dead = _queue(storage_url, tmp_path, lease_s=0.5)
+    # a 3 s lease: long enough that a loaded machine still claims inside it (0.5 s was not)
+    dead = _queue(storage_url, tmp_path, lease_s=3.0)
     dead.ensure(["r1"])
     dead.worker = "elsewhere:boot:1:1"  # a worker on another machine: only its lease can tell
     claim = dead.claim()
     assert claim.run == "r1"
-    other = _queue(storage_url, tmp_path, lease_s=0.5)
+    other = _queue(storage_url, tmp_path, lease_s=3.0)
     assert other.claim() is None  # the lease is still running
-    time.sleep(0.6)
+    time.sleep(3.1)
     taken = other.claim()
     assert taken is not None and taken.run == "r1" and taken.number > claim.number
     trials = other.study.get_trials(deepcopy=False)
