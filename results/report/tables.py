@@ -135,8 +135,8 @@ def tuning_table(comparison: Comparison) -> pd.DataFrame:
     for name in comparison.arms:
         row = {"arm": name, "tuning": "shared defaults", "tuned on": "-", "best trial": "-", "objective": "-",
                "parameters": "-"}  # fmt: skip
-        tuning = tuning_of.get(name, "run directory")
-        if tuning == "run directory":
+        tuning = tuning_of.get(name)
+        if name not in tuning_of:
             row["tuning"] = "as each run was configured (not from a comparison)"
         elif tuning:
             kind, amount = tuning["budget"]
