@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import logging
+import os
 import sys
 
 from bench.commands import COMMANDS
@@ -57,6 +59,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `bench` console script."""
+    code = _dispatch(argv)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a rank of `accelerate launch`/torchrun
+        _exit_without_finalization(code)
+    return code
+
+
+def _exit_without_finalization(code: int) -> None:
+    """End a data-parallel rank now, everything written, skipping interpreter finalization.
+
+    Why: gloo's worker threads drop their last reference to a finished collective (tensors with
+    Python objects) a moment after the caller sees it complete. On a loaded machine that moment
+    can fall inside finalization, where a non-main thread taking the GIL is made to exit
+    mid-C++ and the rank aborts ("terminate called without an active exception", SIGABRT) after
+    a successful run. The run directory, checkpoints and trackers are closed by then
+    (`bench.train.loop.train` also ends the process group), so only the teardown is skipped.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _dispatch(argv: list[str] | None) -> int:
+    """Parse `argv` and run its subcommand; a user error or a stopped run becomes its exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

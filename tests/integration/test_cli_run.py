@@ -235,11 +235,14 @@ def test_data_parallel_ranks_stay_identical(base_checkpoint, tmp_path):
         "algo.critic_warmup_steps=0",
         *_common(base_checkpoint),
     ]
-    res = subprocess.run(
-        cmd, capture_output=True, text=True, cwd=REPO, env={**_env(), "ACCELERATE_USE_CPU": "1"}, timeout=600
-    )
+    # PYTHONFAULTHANDLER: a rank that aborts prints every Python thread's stack (where it was)
+    env = {**_env(), "ACCELERATE_USE_CPU": "1", "PYTHONFAULTHANDLER": "1"}
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
     # the ranks' own errors come first; torchrun's summary of who died comes last
-    assert res.returncode == 0, res.stderr[:4000] + "\n...\n" + res.stderr[-1500:]
+    assert res.returncode == 0, (
+        f"{res.stderr[:4000]}\n...\n{res.stderr[-1500:]}\nstdout (ends with the run's summary "
+        f"if training finished):\n{res.stdout[-1000:]}"
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["world_size"] == 2
     first, second = summary["policy_checksum_per_rank"]
