@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `bench` console script."""
     code = _dispatch(argv)
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a rank of `accelerate launch`/torchrun
+    if int(os.environ.get("WORLD_SIZE") or 1) > 1:  # a rank of `accelerate launch`/torchrun
         _exit_without_finalization(code)
     return code
 
