@@ -68,11 +68,12 @@ def main(argv: list[str] | None = None) -> int:
 def _exit_without_finalization(code: int) -> None:
     """End a data-parallel rank now, everything written, skipping interpreter finalization.
 
-    Why: gloo's worker threads drop their last reference to a finished collective (tensors with
-    Python objects) a moment after the caller sees it complete. On a loaded machine that moment
-    can fall inside finalization, where a non-main thread taking the GIL is made to exit
-    mid-C++ and the rank aborts ("terminate called without an active exception", SIGABRT) after
-    a successful run. The run directory, checkpoints and trackers are closed by then
+    Why: in CI a rank aborted at exit ("terminate called without an active exception",
+    SIGABRT) even after its process group was destroyed; not reproduced locally. The suspected
+    cause: gloo's worker threads drop their last reference to a finished collective (tensors
+    with Python objects) a moment after the caller sees it complete, and on a loaded machine
+    that moment can fall inside finalization, where a non-main thread taking the GIL is made to
+    exit mid-C++. The run directory, checkpoints and trackers are closed by then
     (`bench.train.loop.train` also ends the process group), so only the teardown is skipped.
     """
     logging.shutdown()
