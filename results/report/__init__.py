@@ -20,7 +20,7 @@ import pandas as pd
 
 from results.comparison import Comparison, load
 from results.report import tables as T
-from results.report.drift import DRIFT_SCORE, drift_matrices, drift_phase_table
+from results.report.drift import DRIFT_SCORE, drift_matrices, drift_phase_table, drift_segments
 from results.report.render import write_table
 from results.report.verdicts import claim_pairs
 from results.tables import format_table
@@ -72,10 +72,11 @@ def write_report(
     scores = diffs = pd.DataFrame()
     if arms:
         baseline = baseline or ("grpo" if "grpo" in arms else arms[0])
-        matrices = {**T.score_matrices(comparison), **drift_matrices(comparison)}
+        drift = drift_segments(comparison)  # the phase table's and the drift scores' one source
+        matrices = {**T.score_matrices(comparison), **drift_matrices(drift)}
         scores = T.final_scores(comparison, matrices, n_boot)
         diffs = T.differences(comparison, matrices, baseline, n_boot, pairs=claim_pairs())
-        sections.update(_sections(comparison, scores, diffs, baseline, n_boot))
+        sections.update(_sections(comparison, scores, diffs, baseline, n_boot, drift_phase_table(drift)))
     files: list[Path] = []
     for name, (heading, caption, df) in sections.items():
         files += write_table(
@@ -101,7 +102,7 @@ def write_report(
     return ReportPaths(comparison, _budget_line(comparison) + "\n" + text, index, files)
 
 
-def _sections(comparison, scores, diffs, baseline, n_boot) -> dict[str, tuple[str, str, pd.DataFrame]]:
+def _sections(comparison, scores, diffs, baseline, n_boot, drift) -> dict[str, tuple[str, str, pd.DataFrame]]:
     """name -> (heading, caption, table) of every table of the report, in reading order."""
     sections = {
         "scores": ("Final scores", "Mean avg@k over seeds (%), 95% CI by a two-level bootstrap over seeds and "
@@ -122,7 +123,6 @@ def _sections(comparison, scores, diffs, baseline, n_boot) -> dict[str, tuple[st
                    "with the same trials and budget for every arm, the comparison on fresh seeds",
                    T.tuning_table(comparison)),
     }  # fmt: skip
-    drift = drift_phase_table(comparison)
     if len(drift):
         sections["drift_phases"] = ("Online drift by phase (Fig. 5)", "Each stretch of steps in one phase of the "
                                     "drifting task, in schedule order: share of episodes using the phase's label and "

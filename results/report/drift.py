@@ -2,7 +2,7 @@
 
 A drifting task (`envs/online.py`) changes which answer label it rewards every `phase_every`
 trajectories without telling the model; `results.phases.phase_segments` cuts each run into
-its stretches of steps in one phase. Two outputs:
+its stretches of steps in one phase (`drift_segments`, once per report). Two outputs from them:
 
 - `drift_phase_table`: per arm and stretch (schedule order), the label share and reward over
   the stretch's first and last steps, mean over seeds (the report's "Online drift by phase").
@@ -26,13 +26,18 @@ DRIFT_SCORE = "drift-recovery"
 """The pseudo-benchmark name of `drift_matrices` in the report's tables and verdicts."""
 
 
-def _segments(comparison: Comparison, edge: int) -> dict[str, list[tuple[int, list[dict]]]]:
-    """arm -> [(seed, its run's phase stretches)] for the runs that logged a drifting task."""
+Segments = dict[str, list[tuple[int, list[dict]]]]
+"""arm -> [(seed, that run's phase stretches from `phase_segments`)]."""
+
+
+def drift_segments(comparison: Comparison, edge: int = 5) -> Segments:
+    """Each run's phase stretches (means over their first and last `edge` steps), by arm, for
+    the runs that logged a drifting task; empty without one."""
     m = comparison.metrics
     if m.empty or "drift/phase" not in m or "reward/style" not in m:
         return {}
     m = m.dropna(subset=["drift/phase", "reward/style"])
-    out: dict[str, list[tuple[int, list[dict]]]] = {}
+    out: Segments = {}
     for arm in comparison.arms:
         for _, g in m[m["arm"] == arm].groupby("run"):
             out.setdefault(arm, []).append(
@@ -41,12 +46,13 @@ def _segments(comparison: Comparison, edge: int) -> dict[str, list[tuple[int, li
     return out
 
 
-def drift_phase_table(comparison: Comparison, edge: int = 5) -> pd.DataFrame:
+def drift_phase_table(segments: Segments) -> pd.DataFrame:
     """For each arm and each stretch of steps in one phase, in schedule order: the share of
     episodes following the phase's label rule and the training reward over its first and last
-    `edge` steps, mean over the seeds that reached it. Empty without a drifting task."""
+    steps (the `edge` of `drift_segments`), mean over the seeds that reached it. Empty without
+    a drifting task."""
     rows = []
-    for arm, runs in _segments(comparison, edge).items():
+    for arm, runs in segments.items():
         for i in range(max(len(s) for _, s in runs)):
             cells = [s[i] for _, s in runs if len(s) > i]
             rows.append({"arm": arm, "stretch": i + 1, "rule": cells[0]["phase"],
@@ -58,13 +64,13 @@ def drift_phase_table(comparison: Comparison, edge: int = 5) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def drift_matrices(comparison: Comparison) -> dict[tuple[str, str], pd.DataFrame]:
+def drift_matrices(segments: Segments) -> dict[tuple[str, str], pd.DataFrame]:
     """(arm, DRIFT_SCORE) -> a seeds x stretches frame of the label share over each stretch
     after the first (stretch 2 onwards, each after a switch; the first starts from the base
     model's label mix, not from a shift). Stretches
     one seed did not reach are NaN (and left out of the paired differences)."""
     out = {}
-    for arm, runs in _segments(comparison, edge=5).items():
+    for arm, runs in segments.items():
         table = {seed: {f"stretch-{i + 1}": s["style_mean"] for i, s in enumerate(segs) if i >= 1}
                  for seed, segs in runs}  # fmt: skip
         frame = pd.DataFrame.from_dict(table, orient="index").sort_index()

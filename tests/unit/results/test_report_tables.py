@@ -12,7 +12,7 @@ import pytest
 from results.comparison import load
 from results.report import ReportError, write_report
 from results.report import tables as T
-from results.report.drift import DRIFT_SCORE, drift_matrices, drift_phase_table
+from results.report.drift import DRIFT_SCORE, drift_matrices, drift_phase_table, drift_segments
 from results.report.render import to_latex, to_markdown
 
 # arm -> seed -> per-problem correct samples (k = 2) on problems p0..p3
@@ -207,7 +207,7 @@ def test_the_drift_table_averages_each_phase_stretch_over_seeds(tmp_path):
         rows.append({"step": 8, "eval/arith/avg_at_k": 0.5})  # an eval-only line is no step of a phase
         (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         dirs.append(run)
-    table = drift_phase_table(load(dirs), edge=2)
+    table = drift_phase_table(drift_segments(load(dirs), edge=2))
     assert table["stretch"].tolist() == [1, 2] and table["rule"].tolist() == [0, 1]
     assert table["steps"].tolist() == ["1-4", "5-8"] and table["seeds"].tolist() == [2, 2]
     assert table["label share first"].tolist() == pytest.approx(
@@ -217,9 +217,10 @@ def test_the_drift_table_averages_each_phase_stretch_over_seeds(tmp_path):
         [0.55, 0.55]
     )  # (0.7 + 0.4) / 2, (0.6 + 0.5) / 2
     assert table["reward last"].tolist() == pytest.approx([0.275, 0.275])
-    matrix = drift_matrices(load(dirs))[("sao", DRIFT_SCORE)]  # the stretches after the first switch
+    # the stretches after the first switch
+    matrix = drift_matrices(drift_segments(load(dirs)))[("sao", DRIFT_SCORE)]
     assert matrix.columns.tolist() == ["stretch-2"] and matrix["stretch-2"].tolist() == pytest.approx(
         [0.4, 0.4]
     )
     (dirs[0] / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward/mean": 0.5}) + "\n")
-    assert drift_phase_table(load([dirs[0]])).empty  # not a drifting task: no table
+    assert drift_phase_table(drift_segments(load([dirs[0]]))).empty  # not a drifting task: no table
