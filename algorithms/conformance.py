@@ -86,8 +86,13 @@ def _call(method: str, needs: frozenset[str], fn: Callable[[], Any]) -> Any:
         ) from None
 
 
-def _loss_and_grad(method: str, algo: Any, make_inputs: Callable[[torch.Tensor], Any], x_B_T: torch.Tensor,
-                   mask_B_T: torch.Tensor) -> tuple[float, torch.Tensor]:  # fmt: skip
+def _loss_and_grad(
+    method: str,
+    algo: Any,
+    make_inputs: Callable[[torch.Tensor], Any],
+    x_B_T: torch.Tensor,
+    mask_B_T: torch.Tensor,
+) -> tuple[float, torch.Tensor]:
     """(loss, gradient w.r.t. the differentiable input) of `method` on `make_inputs(leaf)`."""
     leaf = x_B_T.clone().requires_grad_(True)
     out = _call(method, algo.needs, lambda: getattr(algo, method)(make_inputs(leaf)))
@@ -101,8 +106,14 @@ def _loss_and_grad(method: str, algo: Any, make_inputs: Callable[[torch.Tensor],
     return float(out.loss.detach()), grad
 
 
-def _check_loss(method: str, algo: Any, make_inputs: Callable[[torch.Tensor, bool], Any], x_B_T: torch.Tensor,
-                mask_B_T: torch.Tensor, wrt: str) -> None:  # fmt: skip
+def _check_loss(
+    method: str,
+    algo: Any,
+    make_inputs: Callable[[torch.Tensor, bool], Any],
+    x_B_T: torch.Tensor,
+    mask_B_T: torch.Tensor,
+    wrt: str,
+) -> None:
     """The loss checks of item 3, for the loss method `method` differentiated w.r.t. `wrt`."""
     clean, _ = _loss_and_grad(method, algo, lambda leaf: make_inputs(leaf, False), x_B_T, mask_B_T)
     if clean != clean or abs(clean) == float("inf"):
@@ -118,8 +129,10 @@ def _check_loss(method: str, algo: Any, make_inputs: Callable[[torch.Tensor, boo
     if not torch.isfinite(grad).all():
         raise Failure(f"{method}() has a non-finite gradient w.r.t. {wrt}: {SELECT_HINT}")
     if (grad[mask_B_T == 0] != 0).any():
-        raise Failure(f"{method}() sends gradient through masked tokens of {wrt} (padding or observations): "
-                      f"{SELECT_HINT}, and aggregate with the action mask")  # fmt: skip
+        raise Failure(
+            f"{method}() sends gradient through masked tokens of {wrt} (padding or observations): "
+            f"{SELECT_HINT}, and aggregate with the action mask"
+        )
     if not (grad[mask_B_T > 0] != 0).any():
         raise Failure(
             f"{method}() gives no gradient w.r.t. {wrt} on any action token: the loss must depend on it"
@@ -164,8 +177,10 @@ def _check_state_round_trip(cls: type, config: Any, seed: int) -> None:
     try:
         torch.save(state, buffer)
     except Exception as exc:  # noqa: BLE001
-        raise Failure(f"state_dict() cannot be saved with torch.save ({exc}): keep tensors, numbers, "
-                      "strings, lists and dicts in it") from None  # fmt: skip
+        raise Failure(
+            f"state_dict() cannot be saved with torch.save ({exc}): keep tensors, numbers, "
+            "strings, lists and dicts in it"
+        ) from None
     buffer.seek(0)
     fresh = cls(config)
     _call(
@@ -175,8 +190,10 @@ def _check_state_round_trip(cls: type, config: Any, seed: int) -> None:
     a = algo.advantages(traj).advantages_B_T * traj.action_mask_B_T
     b = fresh.advantages(traj).advantages_B_T * traj.action_mask_B_T
     if not torch.allclose(a, b, equal_nan=True):
-        raise Failure("state_dict()/load_state_dict(): a fresh instance loaded with the saved state computes "
-                      "different advantages; save (and restore) all state that advantages() reads")  # fmt: skip
+        raise Failure(
+            "state_dict()/load_state_dict(): a fresh instance loaded with the saved state computes "
+            "different advantages; save (and restore) all state that advantages() reads"
+        )
 
 
 def _check_class(cls: type) -> list[str]:
@@ -204,11 +221,15 @@ def _check_config(cls: type, config: Any, seed: int) -> None:
     algo = cls(config)
     needs, critic = frozenset(algo.needs), algo.critic
     if not needs <= OPTIONAL_INPUTS:
-        raise Failure(f"needs: {', '.join(sorted(needs - OPTIONAL_INPUTS))} cannot be supplied; valid: "
-                      f"{', '.join(sorted(OPTIONAL_INPUTS))}")  # fmt: skip
+        raise Failure(
+            f"needs: {', '.join(sorted(needs - OPTIONAL_INPUTS))} cannot be supplied; valid: "
+            f"{', '.join(sorted(OPTIONAL_INPUTS))}"
+        )
     if ("values" in needs) != (critic is not None):
-        raise Failure("needs/critic: declare `values` in needs exactly when `critic` returns CriticSettings "
-                      "(critic values are what the critic computes)")  # fmt: skip
+        raise Failure(
+            "needs/critic: declare `values` in needs exactly when `critic` returns CriticSettings "
+            "(critic values are what the critic computes)"
+        )
     if not isinstance(algo.group_size, int) or algo.group_size < 1:
         raise Failure(f"group_size: must be an int >= 1, got {algo.group_size!r}")
     traj = random_trajectories(algo.group_size, "values" in needs, seed)

@@ -38,9 +38,11 @@ def _check_tensor(algo: Any, method: str, name: str, x: Any, shape: tuple[int, .
         raise _fail(algo, method, f"returned {name} of type {type(x).__name__}; it must be a torch.Tensor")
     if tuple(x.shape) != shape:
         raise _fail(
-            algo, method, f"returned {name} of shape {list(x.shape)}; it must be {list(shape)} ([B, T], like the "
-            "action mask)"
-        )  # fmt: skip
+            algo,
+            method,
+            f"returned {name} of shape {list(x.shape)}; it must be {list(shape)} ([B, T], like the "
+            "action mask)",
+        )
     if not x.is_floating_point():
         raise _fail(algo, method, f"returned {name} of dtype {x.dtype}; it must be a floating tensor")
 
@@ -54,8 +56,10 @@ def _check_metrics(algo: Any, method: str, metrics: Any) -> None:
             float(value)
         except (TypeError, ValueError):
             raise _fail(
-                algo, method, f"returned metric {key!r} = {value!r}, which is not a number (use float(...) or .item())"
-            ) from None  # fmt: skip
+                algo,
+                method,
+                f"returned metric {key!r} = {value!r}, which is not a number (use float(...) or .item())",
+            ) from None
 
 
 def _nonfinite(algo: Any, method: str, name: str, x: torch.Tensor, mask_B_T: torch.Tensor) -> str | None:
@@ -79,8 +83,12 @@ def check_advantage_result(algo: Any, result: Any, traj: Trajectories) -> str | 
     shape = tuple(traj.action_mask_B_T.shape)
     _check_tensor(algo, "advantages", "advantages_B_T", result.advantages_B_T, shape)
     if result.returns_B_T is None and getattr(algo, "critic", None) is not None:
-        raise _fail(algo, "advantages", "returned no returns_B_T, but the algorithm has a critic: return its "
-                    "regression targets as AdvantageResult(advantages_B_T, returns_B_T)")  # fmt: skip
+        raise _fail(
+            algo,
+            "advantages",
+            "returned no returns_B_T, but the algorithm has a critic: return its "
+            "regression targets as AdvantageResult(advantages_B_T, returns_B_T)",
+        )
     if result.returns_B_T is not None:
         _check_tensor(algo, "advantages", "returns_B_T", result.returns_B_T, shape)
     _check_metrics(algo, "advantages", result.metrics)
@@ -106,9 +114,11 @@ def check_loss_output(algo: Any, method: str, out: Any) -> str | None:
         )
     if loss.dim() != 0:
         raise _fail(
-            algo, method, f"returned a loss of shape {list(loss.shape)}; it must be a scalar (shape []): reduce "
-            "per-token losses with algorithms.aggregation.aggregate"
-        )  # fmt: skip
+            algo,
+            method,
+            f"returned a loss of shape {list(loss.shape)}; it must be a scalar (shape []): reduce "
+            "per-token losses with algorithms.aggregation.aggregate",
+        )
     _check_metrics(algo, method, out.metrics)
     value = float(loss.detach())
     return (

@@ -182,8 +182,13 @@ def provenance(name: str) -> dict[str, str | None]:
             version = metadata.version(dist) if dist else None
         except metadata.PackageNotFoundError:
             version = None
-    return {"source": entry.source, "class": f"{cls.__module__}:{cls.__qualname__}", "module": cls.__module__,
-            "distribution": dist, "version": version}  # fmt: skip
+    return {
+        "source": entry.source,
+        "class": f"{cls.__module__}:{cls.__qualname__}",
+        "module": cls.__module__,
+        "distribution": dist,
+        "version": version,
+    }
 
 
 def paper_of(cls: type[Algorithm]) -> str:

@@ -113,8 +113,16 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     from results.report import ReportError
     from results.rundir import RunDirError
 
-    return (UsageError, RegistryError, UnknownTaskError, UnknownBenchmarkError, BenchmarkDataError, RunDirError,
-            EvalStoreError, ReportError)  # fmt: skip
+    return (
+        UsageError,
+        RegistryError,
+        UnknownTaskError,
+        UnknownBenchmarkError,
+        BenchmarkDataError,
+        RunDirError,
+        EvalStoreError,
+        ReportError,
+    )
 
 
 if __name__ == "__main__":

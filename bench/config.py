@@ -174,9 +174,15 @@ def flag_fields() -> list[dict[str, Any]]:
         if typing.get_origin(kind) in (typing.Union, types.UnionType):
             kind = next(a for a in typing.get_args(kind) if a is not type(None))
         out.append(
-            {"name": f.name, "flag": f.metadata["flag"], "type": kind, "choices": f.metadata.get("choices"),
-             "default": f.default, "help": f.metadata["help"]}
-        )  # fmt: skip
+            {
+                "name": f.name,
+                "flag": f.metadata["flag"],
+                "type": kind,
+                "choices": f.metadata.get("choices"),
+                "default": f.default,
+                "help": f.metadata["help"],
+            }
+        )
     return out
 
 
@@ -321,8 +327,10 @@ def check_model_spec(spec: str) -> None:
         return
     looks_local = spec.startswith(("/", "./", "../", "~")) or spec.count("/") > 1
     if looks_local and not Path(spec).expanduser().is_dir():
-        raise UsageError(f"model directory not found: {spec} (valid: tiny, {', '.join(OFFLINE_MODELS)}, a "
-                         "local transformers directory or a hub id)")  # fmt: skip
+        raise UsageError(
+            f"model directory not found: {spec} (valid: tiny, {', '.join(OFFLINE_MODELS)}, a "
+            "local transformers directory or a hub id)"
+        )
 
 
 def make_algorithm(config: RunConfig):
@@ -353,8 +361,11 @@ def recorded_config(config: RunConfig) -> dict[str, Any]:
     from algorithms import registry
 
     algo = make_algorithm(config)
-    return {**config.to_dict(), "algo_config": dataclasses.asdict(algo.config),
-            "algo_source": registry.provenance(config.algo)}  # fmt: skip
+    return {
+        **config.to_dict(),
+        "algo_config": dataclasses.asdict(algo.config),
+        "algo_source": registry.provenance(config.algo),
+    }
 
 
 def eval_benchmarks(config: RunConfig) -> list[str]:

@@ -176,9 +176,14 @@ def read_predictions(path: str | Path) -> list[dict[str, Any]]:
 
 
 _ID_LISTS = (
-    "completed_ids", "incomplete_ids", "empty_patch_ids", "submitted_ids",
-    "resolved_ids", "unresolved_ids", "error_ids",
-)  # fmt: skip
+    "completed_ids",
+    "incomplete_ids",
+    "empty_patch_ids",
+    "submitted_ids",
+    "resolved_ids",
+    "unresolved_ids",
+    "error_ids",
+)
 
 
 def _read_json(path: Path) -> Any:

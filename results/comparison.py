@@ -146,8 +146,14 @@ def load(paths: list[str | Path]) -> Comparison:
         metrics += run_metrics
         records += run_records
         summaries += run_summaries
-    return Comparison(specs, pd.DataFrame(rows), pd.DataFrame(metrics), pd.DataFrame(records),
-                      pd.DataFrame(summaries), [Path(p) for p in paths])  # fmt: skip
+    return Comparison(
+        specs,
+        pd.DataFrame(rows),
+        pd.DataFrame(metrics),
+        pd.DataFrame(records),
+        pd.DataFrame(summaries),
+        [Path(p) for p in paths],
+    )
 
 
 def _spec_runs(out: Path, spec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -157,8 +163,16 @@ def _spec_runs(out: Path, spec: dict[str, Any]) -> list[dict[str, Any]]:
         for seed in spec["seeds"]:
             run = f"{arm_slug(arm['name'])}-s{seed}"
             status = read_status(out, run) or {"state": "pending"}
-            entries.append({"run": run, "arm": arm["name"], "seed": seed, "task": spec.get("task"),
-                            "path": out / "runs" / run, "status": status})  # fmt: skip
+            entries.append(
+                {
+                    "run": run,
+                    "arm": arm["name"],
+                    "seed": seed,
+                    "task": spec.get("task"),
+                    "path": out / "runs" / run,
+                    "status": status,
+                }
+            )
     return entries
 
 
@@ -167,8 +181,14 @@ def _plain_run(path: Path) -> dict[str, Any]:
     config = RunDir(path).read_config()
     arm = config["algo"] + (f":{config['algo_preset']}" if config.get("algo_preset") else "")
     done = (path / "summary.json").exists()
-    return {"run": path.name, "arm": arm, "seed": config.get("seed", 0), "task": config.get("task"), "path": path,
-            "status": {"state": "finished" if done else "unfinished"}}  # fmt: skip
+    return {
+        "run": path.name,
+        "arm": arm,
+        "seed": config.get("seed", 0),
+        "task": config.get("task"),
+        "path": path,
+        "status": {"state": "finished" if done else "unfinished"},
+    }
 
 
 def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list[dict]]:
@@ -176,8 +196,13 @@ def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list
     path: Path = entry["path"]
     ids = {"run": entry["run"], "arm": entry["arm"], "seed": entry["seed"]}
     status = entry["status"]
-    row: dict[str, Any] = {**ids, "path": str(path), "state": status.get("state"),
-                           "detail": status.get("detail", ""), "attempts": status.get("attempts", 0)}  # fmt: skip
+    row: dict[str, Any] = {
+        **ids,
+        "path": str(path),
+        "state": status.get("state"),
+        "detail": status.get("detail", ""),
+        "attempts": status.get("attempts", 0),
+    }
     if not (path / "config.json").exists():
         return row, [], [], []
     run = RunDir(path)
@@ -186,8 +211,11 @@ def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list
     env = json.loads((path / "env.json").read_text()) if (path / "env.json").exists() else {}
     row["commit"] = env.get("git_commit")
     summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").exists() else {}
-    row.update(stopped_by=summary.get("stopped_by"), wall_s=summary.get("wall_s"),
-               nonfinite_skipped=summary.get("nonfinite_skipped"))  # fmt: skip
+    row.update(
+        stopped_by=summary.get("stopped_by"),
+        wall_s=summary.get("wall_s"),
+        nonfinite_skipped=summary.get("nonfinite_skipped"),
+    )
     metric_rows = [{**ids, **m} for m in run.read_metrics()]
     last = metric_rows[-1] if metric_rows else {}
     consumption = summary.get("consumption") or {
@@ -214,12 +242,28 @@ def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list
     for summary_path in sorted(final.glob("*.summary.json")) if final.is_dir() else []:
         s = read_summary(summary_path)
         bench = s["benchmark"]
-        summaries.append({**ids, "benchmark": bench, "avg_at_k": s["avg_at_k"], "k": s["k"],
-                          "n_problems": s["n_problems"], "version": s.get("version"),
-                          "data_hash": s.get("provenance", {}).get("data_hash"),
-                          "sampling": json.dumps(s.get("provenance", {}).get("sampling", {}), sort_keys=True),
-                          "eval_seed": s.get("seed"), "model": s.get("provenance", {}).get("model")})  # fmt: skip
+        summaries.append(
+            {
+                **ids,
+                "benchmark": bench,
+                "avg_at_k": s["avg_at_k"],
+                "k": s["k"],
+                "n_problems": s["n_problems"],
+                "version": s.get("version"),
+                "data_hash": s.get("provenance", {}).get("data_hash"),
+                "sampling": json.dumps(s.get("provenance", {}).get("sampling", {}), sort_keys=True),
+                "eval_seed": s.get("seed"),
+                "model": s.get("provenance", {}).get("model"),
+            }
+        )
         for r in read_records(final / f"{bench}.jsonl"):
-            records.append({**ids, "benchmark": bench, "problem_id": r["problem_id"],
-                            "sample_index": r["sample_index"], "correct": bool(r["correct"])})  # fmt: skip
+            records.append(
+                {
+                    **ids,
+                    "benchmark": bench,
+                    "problem_id": r["problem_id"],
+                    "sample_index": r["sample_index"],
+                    "correct": bool(r["correct"]),
+                }
+            )
     return row, metric_rows, records, summaries

@@ -71,11 +71,17 @@ def end_of_run_rows(summary: dict[str, Any], metrics: list[dict[str, Any]]) -> l
     rows += [
         ("trajectories trained on", trained),
         ("generated tokens", str(used.get("generated_tokens", "-"))),
-        ("wall time", f"{wall:.1f} s" + (f" ({trained_s:.1f} s of training over its resumes)" if resumed else "")),
+        (
+            "wall time",
+            f"{wall:.1f} s" + (f" ({trained_s:.1f} s of training over its resumes)" if resumed else ""),
+        ),
         ("steps/s", _fmt(steps / max(wall, trained_s) if max(wall, trained_s) > 0 else None, 2)),
-        ("stale trajectories dropped", f"{int(stale)}" + (f" (requeued {int(requeued)})" if requeued else "")),
+        (
+            "stale trajectories dropped",
+            f"{int(stale)}" + (f" (requeued {int(requeued)})" if requeued else ""),
+        ),
         ("non-finite updates skipped", str(summary.get("nonfinite_skipped", 0))),
-    ]  # fmt: skip
+    ]
     return [{"what": what, "value": value} for what, value in rows]
 
 
@@ -89,18 +95,30 @@ def next_commands(
     commands = [
         (f"bench eval --model {run_dir} --bench {bench}", "score its final checkpoint (avg@k, 95% CI)"),
         (f"bench report {run_dir}", "tables and figures of this run (index.html)"),
-        (f"bench compare --algos {config.get('algo')},{other} --task {config.get('task')} --budget {budget} "
-         "--seeds 3", "these algorithms at this budget, on several seeds"),
-    ]  # fmt: skip
+        (
+            f"bench compare --algos {config.get('algo')},{other} --task {config.get('task')} --budget {budget} "
+            "--seeds 3",
+            "these algorithms at this budget, on several seeds",
+        ),
+    ]
     width = max(len(command) for command, _ in commands)
     return [f"{command.ljust(width)}  # {why}" for command, why in commands]
 
 
-def format_end_of_run(run_dir: str, summary: dict[str, Any], metrics: list[dict[str, Any]],
-                      config: dict[str, Any], benchmarks: list[str]) -> str:  # fmt: skip
+def format_end_of_run(
+    run_dir: str,
+    summary: dict[str, Any],
+    metrics: list[dict[str, Any]],
+    config: dict[str, Any],
+    benchmarks: list[str],
+) -> str:
     """The text `bench run` prints at the end: the table, then the next commands."""
     trajectories = (summary.get("consumption") or {}).get("trajectories")
-    lines = [f"run finished: {run_dir}", format_table(end_of_run_rows(summary, metrics), ["what", "value"]), "",
-             "next:"]  # fmt: skip
+    lines = [
+        f"run finished: {run_dir}",
+        format_table(end_of_run_rows(summary, metrics), ["what", "value"]),
+        "",
+        "next:",
+    ]
     lines += ["  " + command for command in next_commands(run_dir, config, benchmarks, trajectories)]
     return "\n".join(lines)

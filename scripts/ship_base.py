@@ -22,8 +22,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARK = {"arith": "arith", "drift": "arith", "agent": "agent", "swe": "swe-synth"}
 """The held-out benchmark each shipped base is scored on (avg@4 over its first 200 problems)."""
-FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-         "pretrain.json")  # fmt: skip
+FILES = (
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "pretrain.json",
+)
 
 
 def ship(task: str) -> dict:
@@ -36,19 +42,49 @@ def ship(task: str) -> dict:
     subprocess.run(command, cwd=ROOT, check=True)  # a no-op when the cache holds it
     with tempfile.TemporaryDirectory() as tmp:
         bench = BENCHMARK[task]
-        subprocess.run([sys.executable, "-m", "bench.cli", "eval", "--model", str(source), "--bench", bench,
-                        "--k", "4", "--limit", "200", "--out", tmp, "--no-progress"], cwd=ROOT, check=True)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bench.cli",
+                "eval",
+                "--model",
+                str(source),
+                "--bench",
+                bench,
+                "--k",
+                "4",
+                "--limit",
+                "200",
+                "--out",
+                tmp,
+                "--no-progress",
+            ],
+            cwd=ROOT,
+            check=True,
+        )
         summary = json.loads((Path(tmp) / f"{bench}.summary.json").read_text())
     target = SHIPPED_DIR / task
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     for name in FILES:
         shutil.copyfile(source / name, target / name)
-    manifest = {"task": task, "key": source.name, "seed": 0, "command": f"bench pretrain --task {task}",
-                "regenerate": f"python scripts/ship_base.py {task}", "pretrain": json.loads((source / "pretrain.json").read_text()),
-                "held_out": {"benchmark": bench, "k": 4, "limit": 200, "avg_at_k": summary["avg_at_k"],
-                             "ci95": summary["ci95"]},
-                "date": time.strftime("%Y-%m-%d")}  # fmt: skip
+    manifest = {
+        "task": task,
+        "key": source.name,
+        "seed": 0,
+        "command": f"bench pretrain --task {task}",
+        "regenerate": f"python scripts/ship_base.py {task}",
+        "pretrain": json.loads((source / "pretrain.json").read_text()),
+        "held_out": {
+            "benchmark": bench,
+            "k": 4,
+            "limit": 200,
+            "avg_at_k": summary["avg_at_k"],
+            "ci95": summary["ci95"],
+        },
+        "date": time.strftime("%Y-%m-%d"),
+    }
     (target / SHIPPED_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
 

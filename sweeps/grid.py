@@ -185,8 +185,13 @@ class ComparisonSpec:
         in_training = [b for b in plan.benchmarks if plan.every] + (
             [_select_bench(plan.select)] if plan.select else []
         )
-        evals = {"eval_every": plan.every, "eval_bench": ",".join(dict.fromkeys(in_training)),
-                 "eval_k": plan.k, "eval_limit": plan.limit, "eval_seed": plan.seed}  # fmt: skip
+        evals = {
+            "eval_every": plan.every,
+            "eval_bench": ",".join(dict.fromkeys(in_training)),
+            "eval_k": plan.k,
+            "eval_limit": plan.limit,
+            "eval_seed": plan.seed,
+        }
         if plan.select:  # every evaluated checkpoint must be kept to be selectable
             evals.update(checkpoint_every=plan.every, keep_checkpoints=0)
         return [{"task": self.task, "seed": seed}, dict(self.shared), budget, evals, arm.config_layer()]

@@ -40,8 +40,13 @@ def start_bench(args: list[str], log: Path, cores: list[int] | None) -> subproce
     with open(log, "a") as f:
         f.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} bench {' '.join(args)}\n")
         f.flush()
-        return subprocess.Popen([sys.executable, "-m", "bench.cli", *args], stdout=f, stderr=subprocess.STDOUT,
-                                env=env, preexec_fn=_child_setup(cores))  # fmt: skip
+        return subprocess.Popen(
+            [sys.executable, "-m", "bench.cli", *args],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            env=env,
+            preexec_fn=_child_setup(cores),
+        )
 
 
 def run_bench(args: list[str], log: Path, cores: list[int] | None) -> int:

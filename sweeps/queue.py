@@ -118,15 +118,28 @@ class Claim:
 class RunQueue:
     """The runs of one study (module docstring)."""
 
-    def __init__(self, storage: Any, study_name: str, lease_s: float = LEASE_S, direction: str = "maximize",
-                 sampler: Any = None, pruner: Any = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        storage: Any,
+        study_name: str,
+        lease_s: float = LEASE_S,
+        direction: str = "maximize",
+        sampler: Any = None,
+        pruner: Any = None,
+    ) -> None:
         import optuna
 
         # the storage Optuna's own objects use (an RDB storage wrapped in its cache): a Trial built
         # on a trial this queue claimed must find it there
         self.storage, self.lease_s = optuna.storages.get_storage(storage), lease_s
-        self.study = optuna.create_study(storage=self.storage, study_name=study_name, load_if_exists=True,
-                                         direction=direction, sampler=sampler, pruner=pruner)  # fmt: skip
+        self.study = optuna.create_study(
+            storage=self.storage,
+            study_name=study_name,
+            load_if_exists=True,
+            direction=direction,
+            sampler=sampler,
+            pruner=pruner,
+        )
         self.worker = worker_id()
         self.study_id = storage.get_study_id_from_name(study_name)
 

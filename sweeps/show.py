@@ -38,14 +38,28 @@ def summarize_study(study: Any, top: int = 10) -> dict[str, Any]:
     done = [t for t in trials if t.state.name == "COMPLETE" and t.value is not None]
     reverse = study.direction.name == "MAXIMIZE"
     ranked = sorted(done, key=lambda t: t.value, reverse=reverse)
-    rows = [{"trial": t.number, "value": t.value, "params": t.params, "detail": t.user_attrs.get("detail", "")}
-            for t in ranked[:top]]  # fmt: skip
-    failed = [{"trial": t.number, "state": t.state.name, "reason": t.user_attrs.get("fail_reason") or
-               t.user_attrs.get("detail", "")} for t in trials if t.state.name in ("FAIL", "PRUNED")
-              and not t.user_attrs.get("duplicate")]  # fmt: skip
-    return {"study": study.study_name, "direction": study.direction.name.lower(), "counts": counts,
-            "best": rows[0] if rows else None, "top": rows, "not_completed": failed,
-            "importances": _importances(study, done)}  # fmt: skip
+    rows = [
+        {"trial": t.number, "value": t.value, "params": t.params, "detail": t.user_attrs.get("detail", "")}
+        for t in ranked[:top]
+    ]
+    failed = [
+        {
+            "trial": t.number,
+            "state": t.state.name,
+            "reason": t.user_attrs.get("fail_reason") or t.user_attrs.get("detail", ""),
+        }
+        for t in trials
+        if t.state.name in ("FAIL", "PRUNED") and not t.user_attrs.get("duplicate")
+    ]
+    return {
+        "study": study.study_name,
+        "direction": study.direction.name.lower(),
+        "counts": counts,
+        "best": rows[0] if rows else None,
+        "top": rows,
+        "not_completed": failed,
+        "importances": _importances(study, done),
+    }
 
 
 def _importances(study: Any, done: list) -> dict[str, float]:
@@ -148,22 +162,32 @@ def trial_overheads(out: Path, spec: SweepSpec, arm: Any) -> dict[str, Any]:
 
 def _describe(spec: SweepSpec) -> str:
     kind, amount = spec.budget
-    return (f"sweep of {', '.join(a.name for a in spec.arms)} on {spec.task}: {spec.trials} trials each, "
-            f"budget {kind}={amount} x {len(spec.seeds)} seed(s), objective {spec.objective} ({spec.direction}), "
-            f"sampler {spec.sampler}, pruner {spec.pruner}")  # fmt: skip
+    return (
+        f"sweep of {', '.join(a.name for a in spec.arms)} on {spec.task}: {spec.trials} trials each, "
+        f"budget {kind}={amount} x {len(spec.seeds)} seed(s), objective {spec.objective} ({spec.direction}), "
+        f"sampler {spec.sampler}, pruner {spec.pruner}"
+    )
 
 
 def _arm_text(name: str, s: dict[str, Any]) -> str:
     counts = ", ".join(f"{n} {state.lower()}" for state, n in sorted(s["counts"].items()))
-    rows = [{"trial": r["trial"], "value": f"{r['value']:.4f}",
-             "params": ", ".join(f"{k}={_short(v)}" for k, v in r["params"].items())} for r in s["top"][:5]]  # fmt: skip
+    rows = [
+        {
+            "trial": r["trial"],
+            "value": f"{r['value']:.4f}",
+            "params": ", ".join(f"{k}={_short(v)}" for k, v in r["params"].items()),
+        }
+        for r in s["top"][:5]
+    ]
     text = f"{name}: {counts}"
     if rows:
         text += "\n" + format_table(rows, ["trial", "value", "params"])
     if s.get("overhead"):
         o = s["overhead"]
-        text += (f"\nsweep overhead: median {o['median']:.1%} (max {o['max']:.1%}) of a completed trial's "
-                 f"wall time over {o['n_trials']} trial(s)")  # fmt: skip
+        text += (
+            f"\nsweep overhead: median {o['median']:.1%} (max {o['max']:.1%}) of a completed trial's "
+            f"wall time over {o['n_trials']} trial(s)"
+        )
     if s["importances"]:
         text += "\nimportances: " + ", ".join(f"{k} {v:.2f}" for k, v in s["importances"].items())
     return text
@@ -174,8 +198,20 @@ def _short(v: Any) -> str:
 
 
 # What every arm of a tuned comparison must have been tuned with, so no arm had more search.
-SAME_TUNING = ("task", "trials", "budget", "seeds", "objective", "eval_k", "eval_limit", "eval_every", "eval_seed",
-               "pruner", "sampler", "shared")  # fmt: skip
+SAME_TUNING = (
+    "task",
+    "trials",
+    "budget",
+    "seeds",
+    "objective",
+    "eval_k",
+    "eval_limit",
+    "eval_every",
+    "eval_seed",
+    "pruner",
+    "sampler",
+    "shared",
+)
 
 
 def best_arms(sweep_dirs: list[Path]) -> tuple[list, dict[str, Any]]:
@@ -205,9 +241,15 @@ def best_arms(sweep_dirs: list[Path]) -> tuple[list, dict[str, Any]]:
                 raise SweepError(f"--params-from-sweep: arm {arm.name} is in more than one sweep")
             arms.append(arm)
             best[arm.name] = params
-    tuning = {"sweep": ", ".join(str(d) for d, _, _ in loaded), "trials_per_arm": first.trials,
-              "budget": list(first.budget), "seeds": list(first.seeds), "objective": first.objective,
-              "best": best, "task": first.task}  # fmt: skip
+    tuning = {
+        "sweep": ", ".join(str(d) for d, _, _ in loaded),
+        "trials_per_arm": first.trials,
+        "budget": list(first.budget),
+        "seeds": list(first.seeds),
+        "objective": first.objective,
+        "best": best,
+        "task": first.task,
+    }
     return arms, tuning
 
 

@@ -92,10 +92,15 @@ def _sao(c: dict, run: dict) -> list[Param]:
     # full-parameter critic, "DIS only") are defined by their K, which tuning must not undo
     designs = c.get("freeze_attention", True) and c.get("critic_updates_per_step", 2) >= 2
     k = [Param("algo.critic_updates_per_step", "int", 1, 3)] if designs else []
-    return [_lr("policy_lr", run), Param("algo.eps_low", "float", 0.1, 0.8),
-            Param("algo.eps_high", "float", 1.0, 8.0), *k,
-            _lr("critic_lr", run), Param("algo.critic_warmup_steps", "int", 0, 20),
-            Param("algo.alpha", "float", 1.0, 3.0)]  # fmt: skip
+    return [
+        _lr("policy_lr", run),
+        Param("algo.eps_low", "float", 0.1, 0.8),
+        Param("algo.eps_high", "float", 1.0, 8.0),
+        *k,
+        _lr("critic_lr", run),
+        Param("algo.critic_warmup_steps", "int", 0, 20),
+        Param("algo.alpha", "float", 1.0, 3.0),
+    ]
 
 
 def _grpo(c: dict, run: dict) -> list[Param]:
@@ -104,20 +109,32 @@ def _grpo(c: dict, run: dict) -> list[Param]:
         if c.get("importance") == "dis"
         else ("eps_low", "eps_high", 0.1, 0.4)
     )
-    return [_lr("policy_lr", run), Param(f"algo.{band[0]}", "float", 0.1, 0.8 if band[2] == 1.0 else 0.4),
-            Param(f"algo.{band[1]}", "float", band[2], band[3]), _group_sizes(c, run),
-            Param("algo.beta", "categorical", choices=(0.0, 0.001, 0.01))]  # fmt: skip
+    return [
+        _lr("policy_lr", run),
+        Param(f"algo.{band[0]}", "float", 0.1, 0.8 if band[2] == 1.0 else 0.4),
+        Param(f"algo.{band[1]}", "float", band[2], band[3]),
+        _group_sizes(c, run),
+        Param("algo.beta", "categorical", choices=(0.0, 0.001, 0.01)),
+    ]
 
 
 def _dapo(c: dict, run: dict) -> list[Param]:
-    return [_lr("policy_lr", run), Param("algo.eps_low", "float", 0.1, 0.4),
-            Param("algo.eps_high", "float", 0.2, 0.5), _group_sizes(c, run)]  # fmt: skip
+    return [
+        _lr("policy_lr", run),
+        Param("algo.eps_low", "float", 0.1, 0.4),
+        Param("algo.eps_high", "float", 0.2, 0.5),
+        _group_sizes(c, run),
+    ]
 
 
 def _ppo(c: dict, run: dict) -> list[Param]:
-    return [_lr("policy_lr", run), Param("algo.eps_low", "float", 0.1, 0.4),
-            Param("algo.eps_high", "float", 0.1, 0.5), _lr("critic_lr", run),
-            Param("algo.alpha", "float", 1.0, 3.0)]  # fmt: skip
+    return [
+        _lr("policy_lr", run),
+        Param("algo.eps_low", "float", 0.1, 0.4),
+        Param("algo.eps_high", "float", 0.1, 0.5),
+        _lr("critic_lr", run),
+        Param("algo.alpha", "float", 1.0, 3.0),
+    ]
 
 
 def _band_only(c: dict, run: dict) -> list[Param]:

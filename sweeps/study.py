@@ -64,8 +64,13 @@ class SweepSpec:
         settings, the budget, in-training evaluation on the objective's benchmark (for pruning),
         the arm, then the trial's parameters."""
         kind, amount = self.budget
-        evals = {"eval_every": self.eval_every, "eval_bench": self.objective_bench or "" if self.eval_every else "",
-                 "eval_k": self.eval_k, "eval_limit": self.eval_limit, "eval_seed": self.eval_seed}  # fmt: skip
+        evals = {
+            "eval_every": self.eval_every,
+            "eval_bench": self.objective_bench or "" if self.eval_every else "",
+            "eval_k": self.eval_k,
+            "eval_limit": self.eval_limit,
+            "eval_seed": self.eval_seed,
+        }
         budget = {BUDGET_KINDS[kind]: amount, "steps": STEPS_UNDER_A_BUDGET}
         return [
             {"task": self.task, "seed": seed},
@@ -90,8 +95,11 @@ class SweepSpec:
     def from_json(cls, data: dict[str, Any]) -> SweepSpec:
         """Inverse of `to_json`."""
         fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        fields.update(arms=tuple(Arm(**a) for a in data["arms"]), seeds=tuple(data["seeds"]),
-                      budget=(data["budget"]["kind"], data["budget"]["amount"]))  # fmt: skip
+        fields.update(
+            arms=tuple(Arm(**a) for a in data["arms"]),
+            seeds=tuple(data["seeds"]),
+            budget=(data["budget"]["kind"], data["budget"]["amount"]),
+        )
         return cls(**fields)
 
     def fingerprint(self) -> str:
@@ -181,8 +189,10 @@ def save_spec(out: Path, spec: SweepSpec, extra: dict[str, Any]) -> dict[str, An
     if path.exists():
         saved = json.loads(path.read_text())
         if saved.get("fingerprint") != spec.fingerprint():
-            raise SweepError(f"--out {out} holds a different sweep ({saved.get('command', SPEC_FILE)}); use another "
-                             "--out, or the same arguments to resume it")  # fmt: skip
+            raise SweepError(
+                f"--out {out} holds a different sweep ({saved.get('command', SPEC_FILE)}); use another "
+                "--out, or the same arguments to resume it"
+            )
         return saved
     out.mkdir(parents=True, exist_ok=True)
     data = {"fingerprint": spec.fingerprint(), **spec.to_json(), **extra}

@@ -57,9 +57,14 @@ def open_queues(out: Path, spec: SweepSpec, data: dict[str, Any]) -> list[tuple[
     for arm in spec.arms:
         space = arm_space(spec, arm, data.get("run_defaults", {}))
         n_reports = expected_reports(spec, space.trajectories_per_step)
-        queue = RunQueue(storage, spec.study_name(arm), lease_s=float(data.get("lease_s", LEASE_S)),
-                         direction=spec.direction, sampler=make_sampler(spec.sampler, space.params),
-                         pruner=make_pruner(spec.pruner, n_reports))  # fmt: skip
+        queue = RunQueue(
+            storage,
+            spec.study_name(arm),
+            lease_s=float(data.get("lease_s", LEASE_S)),
+            direction=spec.direction,
+            sampler=make_sampler(spec.sampler, space.params),
+            pruner=make_pruner(spec.pruner, n_reports),
+        )
         queues.append((arm, queue, space.params, space.fixed))
     return queues
 
@@ -101,8 +106,16 @@ def _run_one(out, spec, arm, queue, claim, params, fixed, cores) -> None:
     stop = queue.keep_alive(claim)
     try:
         trial, values = trial_values(queue, claim, params, fixed)
-        write_json_atomic(status_path, {"trial": claim.number, "state": "running", "params": values,
-                                        "worker": queue.worker, "started": started})  # fmt: skip
+        write_json_atomic(
+            status_path,
+            {
+                "trial": claim.number,
+                "state": "running",
+                "params": values,
+                "worker": queue.worker,
+                "started": started,
+            },
+        )
         try:
             result = TrialRun(out, spec, arm, trial, claim, values, cores).run()
         except Exception as exc:  # e.g. sampled parameters no config accepts: the trial fails, not the worker

@@ -62,7 +62,14 @@ class TrialRun:
         self, out: Path, spec: SweepSpec, arm: Arm, trial: Any, claim: Claim, values: dict, cores
     ) -> None:
         self.out, self.spec, self.arm, self.trial, self.claim, self.values, self.cores = (
-            out, spec, arm, trial, claim, values, cores)  # fmt: skip
+            out,
+            spec,
+            arm,
+            trial,
+            claim,
+            values,
+            cores,
+        )
         self.reports = 0  # in-training reports so far (the hyperband step)
         self.wilcoxon = spec.pruner == "wilcoxon"
 
@@ -85,8 +92,12 @@ class TrialRun:
             except RuntimeError as exc:  # the evaluation failed
                 return {"state": "failed", "detail": str(exc)}
             scores.append(score)
-        return {"state": "complete", "value": sum(scores) / len(scores), "seeds": scores,
-                "detail": "; ".join(stopped) or "trained to the budget"}  # fmt: skip
+        return {
+            "state": "complete",
+            "value": sum(scores) / len(scores),
+            "seeds": scores,
+            "detail": "; ".join(stopped) or "trained to the budget",
+        }
 
     def _train(self, run_dir: Path, seed: int) -> tuple[str, str]:
         """Train one seed's run (or resume it), reporting its curve; ("finished"|..., detail)."""

@@ -75,8 +75,20 @@ def evaluate_checkpoint(
     checkpoint, why = select_checkpoint(run_dir, plan.select)
     if checkpoint is None:
         return False, why
-    args = ["eval", "--model", str(checkpoint), "--bench", ",".join(plan.benchmarks), "--k", str(plan.k),
-            "--seed", str(plan.seed), "--out", str(run_dir / "evals" / "final"), "--no-progress"]  # fmt: skip
+    args = [
+        "eval",
+        "--model",
+        str(checkpoint),
+        "--bench",
+        ",".join(plan.benchmarks),
+        "--k",
+        str(plan.k),
+        "--seed",
+        str(plan.seed),
+        "--out",
+        str(run_dir / "evals" / "final"),
+        "--no-progress",
+    ]
     if plan.limit is not None:
         args += ["--limit", str(plan.limit)]
     code = run_bench(args, log, cores)
@@ -93,8 +105,14 @@ def play(
 ) -> dict[str, Any]:
     """Train and evaluate the claimed run; its status record (also written to status/)."""
     previous = read_status(out, claim.run) or {}
-    status = {"run": claim.run, "trial": claim.number, "worker": worker, "state": "running",
-              "attempts": previous.get("attempts", 0) + 1, "started": time.time()}  # fmt: skip
+    status = {
+        "run": claim.run,
+        "trial": claim.number,
+        "worker": worker,
+        "state": "running",
+        "attempts": previous.get("attempts", 0) + 1,
+        "started": time.time(),
+    }
     _write_status(out, status)
     state, detail = train_run(out, spec, claim.run, cores)
     if state == "busy":  # another worker's process is training it: its status stays theirs

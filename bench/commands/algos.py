@@ -115,10 +115,18 @@ def format_algorithm(info: dict) -> str:
     for label, d in info["by_preset"].items():
         changes = ", ".join(f"{k}={_value(v)}" for k, v in d["changes"].items()) or "-"
         c = d["critic"]
-        rows.append({"preset": label, "changes": changes, "needs": ", ".join(d["needs"]) or "-",
-                     "rollouts_per_prompt": d["rollouts_per_prompt"],
-                     "critic": "none" if c is None else f"K={c['updates_per_step']}, warmup={c['warmup_steps']}, "
-                     f"frozen attention={c['freeze_attention']}, lr={c['lr']}"})  # fmt: skip
+        rows.append(
+            {
+                "preset": label,
+                "changes": changes,
+                "needs": ", ".join(d["needs"]) or "-",
+                "rollouts_per_prompt": d["rollouts_per_prompt"],
+                "critic": "none"
+                if c is None
+                else f"K={c['updates_per_step']}, warmup={c['warmup_steps']}, "
+                f"frozen attention={c['freeze_attention']}, lr={c['lr']}",
+            }
+        )
     lines += ["", "presets (--preset NAME; 'default' = no preset):"]
     columns = ["preset", "changes", "needs", "rollouts_per_prompt", "critic"]
     lines += ["  " + line for line in format_table(rows, columns).splitlines()]

@@ -159,8 +159,10 @@ def _check_options(args: argparse.Namespace, n_bench: int) -> None:
     if args.max_new_tokens is not None and args.max_new_tokens < 1:
         raise UsageError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
     if args.max_workers < 1 or not args.harness_timeout > 0:
-        raise UsageError(f"--max-workers must be >= 1 and --harness-timeout > 0, got {args.max_workers} and "
-                         f"{args.harness_timeout}")  # fmt: skip
+        raise UsageError(
+            f"--max-workers must be >= 1 and --harness-timeout > 0, got {args.max_workers} and "
+            f"{args.harness_timeout}"
+        )
     if args.data is not None and n_bench != 1:
         raise UsageError(f"--data is only valid with a single --bench (got {n_bench} benchmarks)")
     if args.out is not None:
@@ -218,10 +220,14 @@ def _print_breakdown(summary: dict[str, Any]) -> None:
 
     key = summary["breakdown"]["key"]
     rows = [
-        {key: value, "n": str(g["n_problems"]), "avg@k": _pct(g["avg_at_k"]),
-         "95% CI": f"[{_pct(g['ci95'][0])}, {_pct(g['ci95'][1])}]"}
+        {
+            key: value,
+            "n": str(g["n_problems"]),
+            "avg@k": _pct(g["avg_at_k"]),
+            "95% CI": f"[{_pct(g['ci95'][0])}, {_pct(g['ci95'][1])}]",
+        }
         for value, g in summary["breakdown"]["groups"].items()
-    ]  # fmt: skip
+    ]
     print(f"\n{summary['benchmark']} by {key}:")
     print_table(rows, [key, "n", "avg@k", "95% CI"])
 
@@ -271,9 +277,21 @@ def run(args: argparse.Namespace) -> int:
 
     summaries, paths = [], []
     for spec in specs:
-        result = evaluate(model, tokenizer, spec, k=args.k, limit=args.limit, data_path=args.data,
-                          sampling=sampling, engine=args.engine, seed=args.seed, progress=not args.no_progress,
-                          problems=problems[spec.name], model_id=model_id, store=stores[spec.name])  # fmt: skip
+        result = evaluate(
+            model,
+            tokenizer,
+            spec,
+            k=args.k,
+            limit=args.limit,
+            data_path=args.data,
+            sampling=sampling,
+            engine=args.engine,
+            seed=args.seed,
+            progress=not args.no_progress,
+            problems=problems[spec.name],
+            model_id=model_id,
+            store=stores[spec.name],
+        )
         if result.summary.get("resumed_samples"):
             print(
                 f"{spec.name}: resumed an interrupted evaluation ({result.summary['resumed_samples']} samples kept)"
@@ -310,9 +328,17 @@ def _swe_outputs(name: str, result: Any, out: Path, model_id: str, problems: lis
     for path in predictions:
         print(f"wrote {path} (SWE-bench predictions format)")
     if name == "swe-verified":
-        harness = run_official_harness(predictions, [p.meta for p in problems], out, name,
-                                       max_workers=args.max_workers, timeout_s=args.harness_timeout)  # fmt: skip
+        harness = run_official_harness(
+            predictions,
+            [p.meta for p in problems],
+            out,
+            name,
+            max_workers=args.max_workers,
+            timeout_s=args.harness_timeout,
+        )
         result.summary["official_harness"] = harness
         if harness["status"] != "ran":
-            print(f"official swebench harness {harness['status']}: {harness['reason']}; to grade elsewhere run: "
-                  + " ; ".join(" ".join(c) for c in harness["commands"]))  # fmt: skip
+            print(
+                f"official swebench harness {harness['status']}: {harness['reason']}; to grade elsewhere run: "
+                + " ; ".join(" ".join(c) for c in harness["commands"])
+            )

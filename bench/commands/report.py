@@ -19,18 +19,34 @@ def register(sub) -> None:
         metavar="DIR",
         help="comparison directories (bench compare --out), sweep directories (bench sweep --out) or run directories",
     )
-    p.add_argument("--baseline", default=None, metavar="ARM",
-                   help="arm every other arm is compared against (default: grpo when present, else the first arm)")  # fmt: skip
-    p.add_argument("--format", default="md,csv,tex,html", metavar="FMT[,FMT]",
-                   help=f"what to write: any of {', '.join(FORMATS)} (default: all); figures come with html")  # fmt: skip
+    p.add_argument(
+        "--baseline",
+        default=None,
+        metavar="ARM",
+        help="arm every other arm is compared against (default: grpo when present, else the first arm)",
+    )
+    p.add_argument(
+        "--format",
+        default="md,csv,tex,html",
+        metavar="FMT[,FMT]",
+        help=f"what to write: any of {', '.join(FORMATS)} (default: all); figures come with html",
+    )
     p.add_argument(
         "--out", default=None, metavar="DIR", help="where to write (default: DIR/report of the first DIR)"
     )
-    p.add_argument("--verdicts", default=None, metavar="REFERENCE_DIR",
-                   help="instead: VERDICTS.md in REFERENCE_DIR (e.g. results/reference), one row per paper claim "
-                        "from its reference comparisons' tables")  # fmt: skip
-    p.add_argument("--readme", default=None, metavar="FILE",
-                   help="with --verdicts: also put the table between FILE's verdict markers (README.md)")  # fmt: skip
+    p.add_argument(
+        "--verdicts",
+        default=None,
+        metavar="REFERENCE_DIR",
+        help="instead: VERDICTS.md in REFERENCE_DIR (e.g. results/reference), one row per paper claim "
+        "from its reference comparisons' tables",
+    )
+    p.add_argument(
+        "--readme",
+        default=None,
+        metavar="FILE",
+        help="with --verdicts: also put the table between FILE's verdict markers (README.md)",
+    )
     p.set_defaults(func=run)
 
 
@@ -49,8 +65,10 @@ def run(args: argparse.Namespace) -> int:
     for d in args.dirs:
         path = Path(d)
         if not any((path / name).exists() for name in ("comparison.json", "config.json", "sweep.json")):
-            raise UsageError(f"{d}: neither a comparison directory (comparison.json) nor a run directory (config.json)"
-                             " nor a sweep directory (sweep.json)")  # fmt: skip
+            raise UsageError(
+                f"{d}: neither a comparison directory (comparison.json) nor a run directory (config.json)"
+                " nor a sweep directory (sweep.json)"
+            )
     from results.report import write_report
 
     out = Path(args.out) if args.out else Path(args.dirs[0]) / "report"

@@ -100,8 +100,16 @@ def run(args: argparse.Namespace) -> int:
         return 0
     final = summary.get("final", {})
     if args.json:
-        print(json.dumps({"run_dir": str(Path(run_dir.path)), "steps": summary["steps"],
-                          "wall_s": round(summary["wall_s"], 1), "reward/mean(last step)": final.get("reward/mean")}))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "run_dir": str(Path(run_dir.path)),
+                    "steps": summary["steps"],
+                    "wall_s": round(summary["wall_s"], 1),
+                    "reward/mean(last step)": final.get("reward/mean"),
+                }
+            )
+        )
     else:
         _print_end_of_run(config, run_dir, summary)
     return 0

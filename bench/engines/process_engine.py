@@ -110,11 +110,20 @@ class ProcessEngine(Engine):
         self._updates = 0
         self._child = ctx.Process(
             target=_child_main,
-            args=(model.config, tokenizer, self._shared, self._version, self._lock, self._requests,
-                  self._results, engine_kwargs, os.getpid()),
+            args=(
+                model.config,
+                tokenizer,
+                self._shared,
+                self._version,
+                self._lock,
+                self._requests,
+                self._results,
+                engine_kwargs,
+                os.getpid(),
+            ),
             name="rollout-engine",
             daemon=True,
-        )  # fmt: skip
+        )
         self._child.start()
 
     def submit(self, request: GenerationRequest) -> None:

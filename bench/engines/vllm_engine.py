@@ -120,8 +120,13 @@ class VLLMEngine(Engine):
     def provenance(self) -> dict[str, Any]:
         """What env.json records of this engine: vLLM's version, its dtype and the learner's, the options."""
         options = {k: v for k, v in self.engine_args.items() if k not in ("model", "tokenizer")}
-        return {"engine": "vllm", "vllm_version": self._vllm.__version__, "dtype": self.dtype,
-                "learner_dtype": self.learner_dtype, "engine_args": options}  # fmt: skip
+        return {
+            "engine": "vllm",
+            "vllm_version": self._vllm.__version__,
+            "dtype": self.dtype,
+            "learner_dtype": self.learner_dtype,
+            "engine_args": options,
+        }
 
     def submit(self, request: GenerationRequest) -> None:
         """Queue a request; it is handed to vLLM on the next `step`."""
@@ -214,8 +219,12 @@ class VLLMEngine(Engine):
             output_kind=self._delta,
         )
         self._engine.add_request(request.request_id, {"prompt_token_ids": list(request.prompt_ids)}, params)
-        self._live[request.request_id] = {"prompt": list(request.prompt_ids), "tokens": [], "logprobs": [],
-                                          "versions": []}  # fmt: skip
+        self._live[request.request_id] = {
+            "prompt": list(request.prompt_ids),
+            "tokens": [],
+            "logprobs": [],
+            "versions": [],
+        }
 
     def _record(self, out: Any) -> Completion | None:
         """Append the tokens vLLM produced since the last step (DELTA outputs: only the new ones)."""

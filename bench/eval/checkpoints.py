@@ -51,8 +51,10 @@ def resolve_model(spec: str, task: str = "arith", progress: bool = True) -> tupl
         for bad, why in damaged:
             print(f"bench: checkpoint {bad} is damaged ({why}); evaluating an earlier one")
         if latest is None:
-            raise UsageError(f"run directory {path} has no intact checkpoint (no checkpoints/step_NNNNNN/ that "
-                             "matches its manifest)")  # fmt: skip
+            raise UsageError(
+                f"run directory {path} has no intact checkpoint (no checkpoints/step_NNNNNN/ that "
+                "matches its manifest)"
+            )
         if not (latest / "policy").is_dir():
             raise UsageError(f"checkpoint {latest} has no policy/ directory")
         return str(latest / "policy"), path

@@ -72,8 +72,23 @@ def play_samples(
                 on_record(row)
             return row
 
-        return asyncio.run(_play_all(worker, tokenizer, task, problems, todo, params, seed, slots, context,
-                                     single_turn, record, progress, f"eval {spec.name}"))  # fmt: skip
+        return asyncio.run(
+            _play_all(
+                worker,
+                tokenizer,
+                task,
+                problems,
+                todo,
+                params,
+                seed,
+                slots,
+                context,
+                single_turn,
+                record,
+                progress,
+                f"eval {spec.name}",
+            )
+        )
     finally:
         worker.close()
         if owned:
@@ -82,8 +97,9 @@ def play_samples(
             model.train(was_training)
 
 
-async def _play_all(worker, tokenizer, task, problems, todo, params, seed, slots, context, single_turn, record,
-                    progress, desc) -> list[dict[str, Any]]:  # fmt: skip
+async def _play_all(
+    worker, tokenizer, task, problems, todo, params, seed, slots, context, single_turn, record, progress, desc
+) -> list[dict[str, Any]]:
     """Play the (problem index, sample index) episodes of `todo`, at most `slots` at a time;
     their records (`record(i, j, trajectory)`) in `todo`'s order."""
     gate = asyncio.Semaphore(slots)
@@ -98,9 +114,17 @@ async def _play_all(worker, tokenizer, task, problems, todo, params, seed, slots
         sample_seed = derive_seed(seed, problem.key, j)
         async with gate:
             traj = await run_episode(
-                worker, tokenizer, task.make_env(problem), params, sample_seed, task.max_turns, context,
-                problem.key, group_id=i, seed_of_turn=(lambda turn: sample_seed) if single_turn else None,
-            )  # fmt: skip
+                worker,
+                tokenizer,
+                task.make_env(problem),
+                params,
+                sample_seed,
+                task.max_turns,
+                context,
+                problem.key,
+                group_id=i,
+                seed_of_turn=(lambda turn: sample_seed) if single_turn else None,
+            )
         row = record(i, j, traj)
         if bar is not None:
             bar.update(1)

@@ -160,9 +160,21 @@ def evaluate(
         done = store.resume(settings)
     start = time.perf_counter()
     try:
-        played = play_samples(model, tokenizer, spec, task, problems, k, params, engine, seed, engine_slots, progress,
-                              skip={(r["problem_id"], r["sample_index"]) for r in done},
-                              on_record=store.add if store is not None else None)  # fmt: skip
+        played = play_samples(
+            model,
+            tokenizer,
+            spec,
+            task,
+            problems,
+            k,
+            params,
+            engine,
+            seed,
+            engine_slots,
+            progress,
+            skip={(r["problem_id"], r["sample_index"]) for r in done},
+            on_record=store.add if store is not None else None,
+        )
     finally:
         if store is not None:
             store.close()
@@ -229,7 +241,7 @@ def eval_settings(
             "top_p": params.top_p,
             "max_new_tokens": params.max_new_tokens,
             "stop": list(params.stop),
-        },  # fmt: skip
+        },
         "limit": limit,
         "engine": engine,
     }

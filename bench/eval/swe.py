@@ -50,14 +50,22 @@ def write_predictions_files(
 def harness_command(predictions: Path, instances: Path, run_id: str, workers: int = 4) -> list[str]:
     """The official harness's command line for a predictions file against an instances file."""
     return [
-        sys.executable, "-m", "swebench.harness.run_evaluation",
-        "--dataset_name", str(instances.resolve()),
-        "--split", "test",
-        "--predictions_path", str(predictions.resolve()),
-        "--run_id", run_id,
-        "--max_workers", str(workers),
-        "--report_dir", ".",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "swebench.harness.run_evaluation",
+        "--dataset_name",
+        str(instances.resolve()),
+        "--split",
+        "test",
+        "--predictions_path",
+        str(predictions.resolve()),
+        "--run_id",
+        run_id,
+        "--max_workers",
+        str(workers),
+        "--report_dir",
+        ".",
+    ]
 
 
 def _why_not(command: list[str]) -> str | None:
@@ -90,8 +98,12 @@ def run_harness_once(command: list[str], out_dir: Path, run_id: str, timeout_s: 
         done = subprocess.run(command, cwd=out_dir, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _remove_run_containers(run_id)
-        return {"status": "failed", "reason": f"the harness ran past {timeout_s:g} s and was stopped",
-                "run_id": run_id, "command": command}  # fmt: skip
+        return {
+            "status": "failed",
+            "reason": f"the harness ran past {timeout_s:g} s and was stopped",
+            "run_id": run_id,
+            "command": command,
+        }
     if done.returncode != 0:
         return {
             "status": "failed",
@@ -100,8 +112,12 @@ def run_harness_once(command: list[str], out_dir: Path, run_id: str, timeout_s: 
             "command": command,
         }
     report = read_harness_report(out_dir, run_id=run_id)
-    return {"status": "ran", "run_id": run_id, "command": command,
-            "report": {k: v for k, v in report.items() if k != "instances"}}  # fmt: skip
+    return {
+        "status": "ran",
+        "run_id": run_id,
+        "command": command,
+        "report": {k: v for k, v in report.items() if k != "instances"},
+    }
 
 
 def run_official_harness(

@@ -94,8 +94,17 @@ def pretrain(
     return info
 
 
-def _fit(model, examples, pad_id: int, steps: int, batch_size: int, lr: float, precision: str,
-         rng: random.Random, bar) -> list[float]:  # fmt: skip
+def _fit(
+    model,
+    examples,
+    pad_id: int,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    precision: str,
+    rng: random.Random,
+    bar,
+) -> list[float]:
     """`steps` AdamW steps (warmup then cosine decay) on length-bucketed batches of `examples`;
     the loss of every step."""
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))

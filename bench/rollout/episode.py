@@ -43,7 +43,9 @@ class Trajectory:
     info: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     started_at: float = 0.0  # Unix time the episode started (the timeline's clock)
-    finish_reason: str = ""  # of the last turn: the engine's ("eos", "stop", "length", ENGINE_FAILURES) or PROMPT_TOO_LONG
+    finish_reason: str = (
+        ""  # of the last turn: the engine's ("eos", "stop", "length", ENGINE_FAILURES) or PROMPT_TOO_LONG
+    )
 
     def min_version(self) -> int:
         """The oldest policy version among this trajectory's action tokens."""

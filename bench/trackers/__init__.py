@@ -87,8 +87,11 @@ class Trackers:
             try:
                 adapter.log(step, metrics)
             except Exception as exc:  # noqa: BLE001 - a tracker must never stop training
-                print(f"bench: warning: tracker {name} failed ({type(exc).__name__}: {exc}); it gets no more "
-                      "metrics (metrics.jsonl is unaffected)", file=sys.stderr)  # fmt: skip
+                print(
+                    f"bench: warning: tracker {name} failed ({type(exc).__name__}: {exc}); it gets no more "
+                    "metrics (metrics.jsonl is unaffected)",
+                    file=sys.stderr,
+                )
                 del self.adapters[name]
 
     def close(self) -> None:
@@ -114,8 +117,10 @@ def open_trackers(
             adapters[name] = getattr(importlib.import_module(module), cls)(Path(run_dir), config)
         except ImportError as exc:
             Trackers(adapters).close()
-            raise UsageError(f"--report-to {name}: cannot import its package ({exc}); install it with "
-                             f"pip install 'rl-bench[{name}]'") from None  # fmt: skip
+            raise UsageError(
+                f"--report-to {name}: cannot import its package ({exc}); install it with "
+                f"pip install 'rl-bench[{name}]'"
+            ) from None
         except Exception as exc:  # noqa: BLE001 - e.g. not logged in, a bad tracking URI
             Trackers(adapters).close()
             raise UsageError(

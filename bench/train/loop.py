@@ -91,7 +91,9 @@ def collect_batch(
             producer.release(n)
             failed_in_a_row += 1
             if failed_in_a_row >= MAX_REJECTED_IN_A_ROW:
-                raise RuntimeError(f"the engine aborted or failed a request in {failed_in_a_row} groups in a row")
+                raise RuntimeError(
+                    f"the engine aborted or failed a request in {failed_in_a_row} groups in a row"
+                )
             continue
         failed_in_a_row = 0
         rewards_G = torch.tensor([t.reward for t in group.trajectories])
@@ -225,8 +227,11 @@ def train(
         trackers.close()
         if bar is not None:
             bar.close()
-    summary = {**_summary(learner, time.perf_counter() - start, last), "stopped_by": reason,
-               "consumption": consumed.as_dict()}  # fmt: skip
+    summary = {
+        **_summary(learner, time.perf_counter() - start, last),
+        "stopped_by": reason,
+        "consumption": consumed.as_dict(),
+    }
     if is_main:
         run.write_summary(summary)
     if learner.accelerator.num_processes > 1:  # an orderly end of the process group: gloo's threads

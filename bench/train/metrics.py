@@ -65,6 +65,14 @@ def timeline_record(step: int, version: int, trained: list[Group], discarded: li
     for groups, used in ((trained, 1), (discarded, 0)):
         for t in (t for g in groups for t in g.trajectories):
             versions = [v for v in t.versions if v >= 0] or [0]
-            rows.append([round(t.started_at, 3), round(t.started_at + t.seconds, 3), min(versions), max(versions),
-                         int(sum(t.action_mask)), used])  # fmt: skip
+            rows.append(
+                [
+                    round(t.started_at, 3),
+                    round(t.started_at + t.seconds, 3),
+                    min(versions),
+                    max(versions),
+                    int(sum(t.action_mask)),
+                    used,
+                ]
+            )
     return {"step": step, "consumed_at": round(time.time(), 3), "learner_version": version, "trajs": rows}

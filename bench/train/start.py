@@ -138,8 +138,10 @@ def _load_recorded_plugin(run: RunDir, saved: dict[str, Any]) -> None:
         where = (
             f"install {dist}=={source.get('version')}" if dist else f"put {source['module']} on PYTHONPATH"
         )
-        raise UsageError(f"--resume {run.path}: its algorithm {saved.get('algo')!r} comes from plugin module "
-                         f"{source['module']!r}, which cannot be loaded now ({exc}); {where}") from None  # fmt: skip
+        raise UsageError(
+            f"--resume {run.path}: its algorithm {saved.get('algo')!r} comes from plugin module "
+            f"{source['module']!r}, which cannot be loaded now ({exc}); {where}"
+        ) from None
 
 
 def _note_changed_algorithm(saved: dict[str, Any], now: dict[str, Any]) -> None:

@@ -139,7 +139,7 @@ class Containers:
                 f"{LABEL}.run": self.run,
                 f"{LABEL}.owner": owner_label(),
                 f"{LABEL}.instance": instance_id,
-            },  # fmt: skip
+            },
             "nano_cpus": int(lim.cpus * 1e9),
             "mem_limit": lim.memory,
             "memswap_limit": lim.memory,

@@ -91,8 +91,15 @@ def _unquote(name: str) -> str:
 
 def _header_path(line: str) -> str | None:
     """The repository path a diff header line names, or None (`/dev/null`, other lines)."""
-    for head, strip in (("--- ", True), ("+++ ", True), ("rename from ", False), ("rename to ", False),
-                        ("copy from ", False), ("copy to ", False), ("Index: ", False)):  # fmt: skip
+    for head, strip in (
+        ("--- ", True),
+        ("+++ ", True),
+        ("rename from ", False),
+        ("rename to ", False),
+        ("copy from ", False),
+        ("copy to ", False),
+        ("Index: ", False),
+    ):
         if line.startswith(head):
             name = _unquote(line[len(head) :].split("\t")[0].rstrip())
             if name == "/dev/null":

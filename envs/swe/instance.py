@@ -29,9 +29,17 @@ class InstanceError(ValueError):
 
 
 SWE_COLUMNS = (
-    "instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
-    "FAIL_TO_PASS", "PASS_TO_PASS", "version", "environment_setup_commit",
-)  # fmt: skip
+    "instance_id",
+    "repo",
+    "base_commit",
+    "problem_statement",
+    "patch",
+    "test_patch",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+    "version",
+    "environment_setup_commit",
+)
 """Required fields of an instance (official schema; `hints_text`, `created_at`, `difficulty` optional)."""
 SWE_V5_COLUMNS = ("image", "eval_script", "log_parser", "eval_type")
 """The columns swebench 5 runs an instance from (module docstring); required by the Docker runtime."""

@@ -85,13 +85,18 @@ async def run_git(
     """Run `git args` on the (trusted) git directory and working tree: (result with stdout and
     stderr merged, stdout alone). Diffs use stdout alone so a git warning never enters a patch."""
     proc = await asyncio.create_subprocess_exec(
-        "git", *_GIT_SAFETY, *_GIT_CONFIG, f"--git-dir={git_dir}", f"--work-tree={work_tree}", *args,
+        "git",
+        *_GIT_SAFETY,
+        *_GIT_CONFIG,
+        f"--git-dir={git_dir}",
+        f"--work-tree={work_tree}",
+        *args,
         cwd=work_tree,
         env=git_env(),
         stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    )
     out, err = await proc.communicate(None if stdin is None else stdin.encode())
     stdout = out.decode("utf-8", "replace")
     return CommandResult(proc.returncode, stdout + err.decode("utf-8", "replace")), stdout
@@ -291,9 +296,15 @@ class LocalWorkspace(Workspace):
             raise RuntimeError("this workspace is closed")
         _remove_nested_git(self.root)
         status = await _git_ok(
-            self.git_dir, self.root, "status", "--porcelain=v1", "-z", "--no-renames",
-            "--untracked-files=all", "--ignored=matching",
-        )  # fmt: skip
+            self.git_dir,
+            self.root,
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--no-renames",
+            "--untracked-files=all",
+            "--ignored=matching",
+        )
         return parse_status(status)
 
     async def reset_paths(self, paths: list[str]) -> None:

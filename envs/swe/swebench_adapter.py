@@ -123,8 +123,11 @@ class SwebenchHarness:
     def report(self, spec: Any, patch: str, log: str) -> dict[str, Any]:
         """swebench's verdict on an evaluation log: `get_eval_report(...)[instance_id]` with the
         tests' statuses (`resolved`, `patch_successfully_applied`, `tests_status`, ...)."""
-        prediction = {"instance_id": spec.instance_id, "model_name_or_path": PREDICTION_MODEL,
-                      "model_patch": patch}  # fmt: skip
+        prediction = {
+            "instance_id": spec.instance_id,
+            "model_name_or_path": PREDICTION_MODEL,
+            "model_patch": patch,
+        }
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "test_output.txt"
             path.write_text(log)

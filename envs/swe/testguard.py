@@ -38,14 +38,29 @@ _FRAME_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys._current
 _FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 _DENIED = frozenset(
     {
-        "sys.settrace", "sys.setprofile", "sys.addaudithook",  # see every frame / every event
-        "gc.get_objects", "gc.get_referrers", "gc.get_referents",  # reach any object
-        "code.__new__", "marshal.load", "marshal.loads",  # bytecode that need not be sane
-        "os.symlink", "os.link",  # a link could lead a later write past the path checks
-        "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system",
-        "subprocess.Popen", "os.kill", "os.killpg", "signal.pthread_kill",  # processes, signals
+        "sys.settrace",
+        "sys.setprofile",
+        "sys.addaudithook",  # see every frame / every event
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",  # reach any object
+        "code.__new__",
+        "marshal.load",
+        "marshal.loads",  # bytecode that need not be sane
+        "os.symlink",
+        "os.link",  # a link could lead a later write past the path checks
+        "os.fork",
+        "os.forkpty",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.system",
+        "subprocess.Popen",
+        "os.kill",
+        "os.killpg",
+        "signal.pthread_kill",  # processes, signals
     }
-)  # fmt: skip
+)
 _DENIED_PREFIXES = ("ctypes.", "sys.monitoring.")
 _DENIED_IMPORTS = frozenset(
     {"ctypes", "_ctypes", "_posixsubprocess", "_testcapi", "_testinternalcapi", "_xxsubinterpreters"}
@@ -67,8 +82,12 @@ def _path_checks(root: str, type_=type, len_=len, any_=any, getcwd=os.getcwd):
     mkdir, chmod, chown or truncate touches one. Closures over names bound now (C functions)."""
     root_parts = [p for p in root.split("/") if p]
     depth, test_dirs, hook_names, compiled, write_flags = (
-        len_(root_parts), _TEST_DIRS, _HOOK_NAMES, _COMPILED, _WRITE_FLAGS
-    )  # fmt: skip
+        len_(root_parts),
+        _TEST_DIRS,
+        _HOOK_NAMES,
+        _COMPILED,
+        _WRITE_FLAGS,
+    )
 
     def parts_of(path):
         """The absolute path's components with `.` and `..` folded, from its text alone (C string
@@ -95,9 +114,12 @@ def _path_checks(root: str, type_=type, len_=len, any_=any, getcwd=os.getcwd):
         rel, name = parts[depth:], parts[-1]
         return (
             any_(part in test_dirs or part == "__pycache__" for part in rel[:-1])
-            or name.startswith("test_") or name.endswith("_test.py") or name in hook_names
-            or name.endswith(compiled) or name == "__pycache__"
-        )  # fmt: skip
+            or name.startswith("test_")
+            or name.endswith("_test.py")
+            or name in hook_names
+            or name.endswith(compiled)
+            or name == "__pycache__"
+        )
 
     def opens_badly(path, flags) -> bool:
         parts = parts_of(path) if type_(path) is not int else []
@@ -169,8 +191,14 @@ def install(token: str, out: int, root: str, trusted: frozenset, readers: frozen
     of this runner that may read frames; `readers`: `module_name_readers`; `results`: how many
     results may be reported. The caller's frame chain is where reports may come from."""
     getframe, get_ident, write, exit_, type_, len_, str_ = (
-        sys._getframe, _thread.get_ident, os.write, os._exit, type, len, str.__str__
-    )  # fmt: skip
+        sys._getframe,
+        _thread.get_ident,
+        os.write,
+        os._exit,
+        type,
+        len,
+        str.__str__,
+    )
     watched, frame_events, prefixes, outcomes = _WATCHED, _FRAME_EVENTS, _DENIED_PREFIXES, OUTCOMES
     report_event, tamper_exit, frozen_load, checks = REPORT, TAMPER_EXIT, _frozen_loader(), _checks(root)
     chain, frame = [], getframe(1)

@@ -96,8 +96,11 @@ def write_report(
         else "(no evaluations yet)"
     )
     if not len(comparison.runs):  # a sweep-only report: its best trials
-        text = "\n".join(f"{h}:\n{format_table(df.to_dict('records'), list(df.columns))}"
-                         for h, _, df in sections.values() if len(df))  # fmt: skip
+        text = "\n".join(
+            f"{h}:\n{format_table(df.to_dict('records'), list(df.columns))}"
+            for h, _, df in sections.values()
+            if len(df)
+        )
         return ReportPaths(comparison, text, index, files)
     return ReportPaths(comparison, _budget_line(comparison) + "\n" + text, index, files)
 
@@ -105,30 +108,57 @@ def write_report(
 def _sections(comparison, scores, diffs, baseline, n_boot, drift) -> dict[str, tuple[str, str, pd.DataFrame]]:
     """name -> (heading, caption, table) of every table of the report, in reading order."""
     sections = {
-        "scores": ("Final scores", "Mean avg@k over seeds (%), 95% CI by a two-level bootstrap over seeds and "
-                   "problems; n problems x k samples per run", scores),
-        "differences": (f"Differences vs {baseline}", f"Each arm minus {baseline} (points of %), then the pairs "
-                        "the paper's claims compare (their other arm in the baseline column), paired by seed and "
-                        "problem, 95% CI and p-value; verdict at 95%; poi = probability of improvement across "
-                        "seeds", diffs),
-        "aggregate": ("Aggregate", "Interquartile mean across seeds and benchmarks (%), 95% CI resampling seeds",
-                      T.aggregate(comparison, n_boot)),
-        "per_seed": ("Every run's score", "avg@k of every run (%), failed and stopped runs included",
-                     T.per_seed_scores(comparison)),
-        "budget": ("Budget and consumption", f"{_budget_line(comparison)}; what each arm consumed: mean "
-                   "[min, max] over its runs", T.budget_table(comparison)),
-        "runs": ("Runs", "Every run: outcome, what stopped it, reward collapse, consumption, evaluated checkpoint",
-                 T.runs_table(comparison)),
-        "tuning": ("Tuning", "How each arm's parameters were chosen: shared defaults, or the best trial of a sweep "
-                   "with the same trials and budget for every arm, the comparison on fresh seeds",
-                   T.tuning_table(comparison)),
-    }  # fmt: skip
+        "scores": (
+            "Final scores",
+            "Mean avg@k over seeds (%), 95% CI by a two-level bootstrap over seeds and "
+            "problems; n problems x k samples per run",
+            scores,
+        ),
+        "differences": (
+            f"Differences vs {baseline}",
+            f"Each arm minus {baseline} (points of %), then the pairs "
+            "the paper's claims compare (their other arm in the baseline column), paired by seed and "
+            "problem, 95% CI and p-value; verdict at 95%; poi = probability of improvement across "
+            "seeds",
+            diffs,
+        ),
+        "aggregate": (
+            "Aggregate",
+            "Interquartile mean across seeds and benchmarks (%), 95% CI resampling seeds",
+            T.aggregate(comparison, n_boot),
+        ),
+        "per_seed": (
+            "Every run's score",
+            "avg@k of every run (%), failed and stopped runs included",
+            T.per_seed_scores(comparison),
+        ),
+        "budget": (
+            "Budget and consumption",
+            f"{_budget_line(comparison)}; what each arm consumed: mean [min, max] over its runs",
+            T.budget_table(comparison),
+        ),
+        "runs": (
+            "Runs",
+            "Every run: outcome, what stopped it, reward collapse, consumption, evaluated checkpoint",
+            T.runs_table(comparison),
+        ),
+        "tuning": (
+            "Tuning",
+            "How each arm's parameters were chosen: shared defaults, or the best trial of a sweep "
+            "with the same trials and budget for every arm, the comparison on fresh seeds",
+            T.tuning_table(comparison),
+        ),
+    }
     if len(drift):
-        sections["drift_phases"] = ("Online drift by phase (Fig. 5)", "Each stretch of steps in one phase of the "
-                                    "drifting task, in schedule order: share of episodes using the phase's label and "
-                                    "training reward over its first and last 5 steps, mean over seeds; in the scores and differences, "
-                                    f"{DRIFT_SCORE} is the label share over each stretch after the first switch, "
-                                    "paired by seed and stretch", drift)  # fmt: skip
+        sections["drift_phases"] = (
+            "Online drift by phase (Fig. 5)",
+            "Each stretch of steps in one phase of the "
+            "drifting task, in schedule order: share of episodes using the phase's label and "
+            "training reward over its first and last 5 steps, mean over seeds; in the scores and differences, "
+            f"{DRIFT_SCORE} is the label share over each stretch after the first switch, "
+            "paired by seed and stretch",
+            drift,
+        )
     evaluated = scores[scores["benchmark"].isin(comparison.benchmarks)] if len(scores) else scores
     for i, (title, df) in enumerate(T.paper_tables(evaluated)):  # the paper's tables are of evaluations
         sections[f"paper_{i + 1}"] = (title, "The paper's layout: its numbers beside this harness's", df)
@@ -143,15 +173,25 @@ def _budget_line(comparison: Comparison) -> str:
 def _provenance(comparison: Comparison) -> dict[str, Any]:
     """Commits, config hashes, benchmark versions and data hashes, sampling, seeds, commands."""
     runs, summaries = comparison.runs, comparison.summaries
-    by_arm = {arm: sorted(set(runs.loc[runs["arm"] == arm, "config_hash"].dropna())) for arm in comparison.arms} \
-        if "config_hash" in runs else {}  # fmt: skip
+    by_arm = (
+        {arm: sorted(set(runs.loc[runs["arm"] == arm, "config_hash"].dropna())) for arm in comparison.arms}
+        if "config_hash" in runs
+        else {}
+    )
     benches = []
     if len(summaries):
         for bench, group in summaries.groupby("benchmark"):
-            benches.append({"benchmark": bench, "versions": sorted(set(group["version"].dropna())),
-                            "data_hashes": sorted(set(group["data_hash"].dropna())),
-                            "sampling": sorted(set(group["sampling"])), "eval_seeds": sorted(set(group["eval_seed"])),
-                            "k": sorted(set(group["k"])), "n_problems": sorted(set(group["n_problems"]))})  # fmt: skip
+            benches.append(
+                {
+                    "benchmark": bench,
+                    "versions": sorted(set(group["version"].dropna())),
+                    "data_hashes": sorted(set(group["data_hash"].dropna())),
+                    "sampling": sorted(set(group["sampling"])),
+                    "eval_seeds": sorted(set(group["eval_seed"])),
+                    "k": sorted(set(group["k"])),
+                    "n_problems": sorted(set(group["n_problems"])),
+                }
+            )
     commands = [s.get("command") for s in comparison.specs if s.get("command")]
     commands.append("bench report " + " ".join(str(p) for p in comparison.sources))
     return {
@@ -173,11 +213,21 @@ def _write_html(comparison, out, sections, scores, provenance, extra_figures) ->
         figures = figures + write_figures(comparison, out / "figures", scores if len(scores) else None)
     intro = ["Every number and figure here is computed from the run directories by `bench report`."]
     if len(comparison.runs):
-        intro.insert(0, f"{len(comparison.arms)} arms ({', '.join(comparison.arms)}), {len(comparison.runs)} runs; "
-                        f"{_budget_line(comparison)}.")  # fmt: skip
+        intro.insert(
+            0,
+            f"{len(comparison.arms)} arms ({', '.join(comparison.arms)}), {len(comparison.runs)} runs; "
+            f"{_budget_line(comparison)}.",
+        )
     title = "Comparison report" if len(comparison.runs) else "Sweep report"
     html_sections = [
         (heading, table_html(df, caption, format_cell=cell)) for heading, caption, df in sections.values()
     ]
-    return write_index(out, title=title, intro=intro, sections=html_sections, figures=figures,
-                       provenance=provenance, commands=provenance["commands"])  # fmt: skip
+    return write_index(
+        out,
+        title=title,
+        intro=intro,
+        sections=html_sections,
+        figures=figures,
+        provenance=provenance,
+        commands=provenance["commands"],
+    )

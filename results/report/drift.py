@@ -55,12 +55,19 @@ def drift_phase_table(segments: Segments) -> pd.DataFrame:
     for arm, runs in segments.items():
         for i in range(max(len(s) for _, s in runs)):
             cells = [s[i] for _, s in runs if len(s) > i]
-            rows.append({"arm": arm, "stretch": i + 1, "rule": cells[0]["phase"],
-                         "steps": f"{min(c['first_step'] for c in cells)}-{max(c['last_step'] for c in cells)}",
-                         "label share first": np.mean([c["style_first"] for c in cells]),
-                         "label share last": np.mean([c["style_last"] for c in cells]),
-                         "reward first": np.mean([c["reward_first"] for c in cells]),
-                         "reward last": np.mean([c["reward_last"] for c in cells]), "seeds": len(cells)})  # fmt: skip
+            rows.append(
+                {
+                    "arm": arm,
+                    "stretch": i + 1,
+                    "rule": cells[0]["phase"],
+                    "steps": f"{min(c['first_step'] for c in cells)}-{max(c['last_step'] for c in cells)}",
+                    "label share first": np.mean([c["style_first"] for c in cells]),
+                    "label share last": np.mean([c["style_last"] for c in cells]),
+                    "reward first": np.mean([c["reward_first"] for c in cells]),
+                    "reward last": np.mean([c["reward_last"] for c in cells]),
+                    "seeds": len(cells),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -71,8 +78,10 @@ def drift_matrices(segments: Segments) -> dict[tuple[str, str], pd.DataFrame]:
     one seed did not reach are NaN (and left out of the paired differences)."""
     out = {}
     for arm, runs in segments.items():
-        table = {seed: {f"stretch-{i + 1}": s["style_mean"] for i, s in enumerate(segs) if i >= 1}
-                 for seed, segs in runs}  # fmt: skip
+        table = {
+            seed: {f"stretch-{i + 1}": s["style_mean"] for i, s in enumerate(segs) if i >= 1}
+            for seed, segs in runs
+        }
         frame = pd.DataFrame.from_dict(table, orient="index").sort_index()
         if frame.shape[1]:
             out[(arm, DRIFT_SCORE)] = frame

@@ -48,14 +48,22 @@ def write_figures(
     the paper's order (beyond-the-paper figures last)."""
     out_dir = Path(out_dir)
     figures = final_scores_figure(final_scores, out_dir, arms=comparison.arms)
-    for make in (rollout_timeline, eval_curves, critic_figures, clip_ratio, drift_figures, length_figure,
-                 staleness_histogram):  # fmt: skip
+    for make in (
+        rollout_timeline,
+        eval_curves,
+        critic_figures,
+        clip_ratio,
+        drift_figures,
+        length_figure,
+        staleness_histogram,
+    ):
         figures += make(comparison, out_dir)
     return figures
 
 
-def final_scores_figure(final_scores: pd.DataFrame | None, out_dir: Path, arms: list[str] | None = None
-                        ) -> list[Figure]:  # fmt: skip
+def final_scores_figure(
+    final_scores: pd.DataFrame | None, out_dir: Path, arms: list[str] | None = None
+) -> list[Figure]:
     """Fig. 1: grouped bars of the final score (%) per benchmark and arm with 95% CI error bars.
 
     `final_scores`: one row per (arm, benchmark) with `mean`, `ci_low`, `ci_high` in [0, 1]
@@ -76,11 +84,25 @@ def final_scores_figure(final_scores: pd.DataFrame | None, out_dir: Path, arms: 
         mean = 100 * rows["mean"].to_numpy(dtype=float)
         err = 100 * np.vstack([rows["mean"] - rows["ci_low"], rows["ci_high"] - rows["mean"]]).astype(float)
         x = np.arange(len(benches)) + (i - (len(order) - 1) / 2) * width
-        bars = ax.bar(x, mean, width * 0.95, color=colors.get(arm, "k"), label=arm,
-                      yerr=np.clip(np.nan_to_num(err), 0, None), capsize=3, error_kw={"linewidth": 0.9})  # fmt: skip
+        bars = ax.bar(
+            x,
+            mean,
+            width * 0.95,
+            color=colors.get(arm, "k"),
+            label=arm,
+            yerr=np.clip(np.nan_to_num(err), 0, None),
+            capsize=3,
+            error_kw={"linewidth": 0.9},
+        )
         if len(order) * len(benches) <= 16:
-            ax.bar_label(bars, labels=[f"{v:.1f}" if np.isfinite(v) else "" for v in mean], fontsize=7,
-                         padding=2, label_type="center", color="white")  # fmt: skip
+            ax.bar_label(
+                bars,
+                labels=[f"{v:.1f}" if np.isfinite(v) else "" for v in mean],
+                fontsize=7,
+                padding=2,
+                label_type="center",
+                color="white",
+            )
     ax.set_xticks(np.arange(len(benches)), benches)
     ax.set_ylabel("final score (%)")
     top = np.nanmax(100 * df["ci_high"].fillna(df["mean"]).to_numpy(dtype=float))

@@ -92,8 +92,16 @@ def staleness_histogram(comparison: Comparison, out_dir: Path) -> list[Figure]:
         x = c.index.to_numpy() + (i - (len(arms) - 1) / 2) * width
         ax.bar(x, c[1.0], width, color=colors.get(arm, "k"), label=f"{arm} ({_runs(timelines, arm)} runs)")
         if c[0.0].any():
-            ax.bar(x, c[0.0], width, bottom=c[1.0], color="white", edgecolor=colors.get(arm, "k"),
-                   hatch="///", linewidth=0.6)  # fmt: skip
+            ax.bar(
+                x,
+                c[0.0],
+                width,
+                bottom=c[1.0],
+                color="white",
+                edgecolor=colors.get(arm, "k"),
+                hatch="///",
+                linewidth=0.6,
+            )
     handles, _ = ax.get_legend_handles_labels()
     if counts[0.0].any():
         handles.append(
@@ -130,8 +138,15 @@ def _mean_staleness_histogram(comparison: Comparison, out_dir: Path) -> list[Fig
     fig, (ax,) = new_figure()
     for arm in ordered_arms(comparison.arms, d["arm"].unique()):
         values = d.loc[d["arm"] == arm, "staleness/mean"]
-        ax.hist(values, bins=bins, histtype="step", linewidth=1.6, color=colors.get(arm, "k"),
-                weights=np.full(len(values), 1 / len(values)), label=f"{arm} ({d.loc[d['arm'] == arm, 'run'].nunique()} runs)")  # fmt: skip
+        ax.hist(
+            values,
+            bins=bins,
+            histtype="step",
+            linewidth=1.6,
+            color=colors.get(arm, "k"),
+            weights=np.full(len(values), 1 / len(values)),
+            label=f"{arm} ({d.loc[d['arm'] == arm, 'run'].nunique()} runs)",
+        )
     ax.set_xlabel("mean staleness of a step's batch (policy versions)")
     ax.set_ylabel("share of steps")
     legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -226,8 +241,16 @@ def _draw_timeline(ax, run: str, part: pd.DataFrame, mappable: ScalarMappable, c
     for step, at in steps[["step", "consumed_at"]].itertuples(index=False):
         if at <= end * 1.001:
             ax.axvline(at, color="0.2", linestyle=":", linewidth=1.0)
-            ax.text(at, 1.0, f"{int(step)}", transform=ax.get_xaxis_transform(), ha="center", va="bottom",
-                    fontsize=7, color="0.2")  # fmt: skip
+            ax.text(
+                at,
+                1.0,
+                f"{int(step)}",
+                transform=ax.get_xaxis_transform(),
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                color="0.2",
+            )
     ax.set_ylim(lanes.max() + 1, -1)
     ax.set_ylabel(f"{run}\nrollout lane", fontsize=8, color=color)
     ax.tick_params(axis="y", labelsize=7)

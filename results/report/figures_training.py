@@ -56,9 +56,18 @@ class Panel:
     """fixed y limits (None in one place: that end automatic); None: automatic, log for wide positive data"""
 
 
-def step_figure(comparison: Comparison, out_dir: Path, *, key: str, title: str, what: str,
-                panels: tuple[Panel, ...], paper_ref: str | None = None,
-                metrics: pd.DataFrame | None = None, phases: bool = False) -> list[Figure]:  # fmt: skip
+def step_figure(
+    comparison: Comparison,
+    out_dir: Path,
+    *,
+    key: str,
+    title: str,
+    what: str,
+    panels: tuple[Panel, ...],
+    paper_ref: str | None = None,
+    metrics: pd.DataFrame | None = None,
+    phases: bool = False,
+) -> list[Figure]:
     """Per-step metrics of every arm that has them, one axes per panel: the mean over seeds
     with a min-max band, each run smoothed by a short rolling mean on long runs. `metrics`
     narrows the rows (default: all); `phases` shades the drift phases."""
@@ -105,15 +114,18 @@ def eval_curves(comparison: Comparison, out_dir: Path) -> list[Figure]:
     for bench in benches:
         column = f"eval/{bench}/avg_at_k"
         points = pd.concat([m[["arm", "run", column]], filled], axis=1).rename(columns={column: "y"})
-        for x, xname, xlabel in (("budget/trajectories", "trajectories", "trajectories trained"),
-                                 ("budget/elapsed_s", "time", "training wall time (s)")):  # fmt: skip
+        for x, xname, xlabel in (
+            ("budget/trajectories", "trajectories", "trajectories trained"),
+            ("budget/elapsed_s", "time", "training wall time (s)"),
+        ):
             if x in points:
                 figures += _eval_figure(comparison, out_dir, bench, points, x, xname, xlabel)
     return figures
 
 
-def _eval_figure(comparison: Comparison, out_dir: Path, bench: str, points: pd.DataFrame, x: str,
-                 xname: str, xlabel: str) -> list[Figure]:  # fmt: skip
+def _eval_figure(
+    comparison: Comparison, out_dir: Path, bench: str, points: pd.DataFrame, x: str, xname: str, xlabel: str
+) -> list[Figure]:
     """One benchmark's evaluation curves against one x (see `eval_curves`)."""
     band = band_on_grid(points[["arm", "run", x, "y"]], x, "y")
     if band.empty:
@@ -122,8 +134,14 @@ def _eval_figure(comparison: Comparison, out_dir: Path, bench: str, points: pd.D
     fig, (ax,) = new_figure()
     counts = band.groupby("arm")["n"].max().to_dict()
     for arm in ordered_arms(comparison.arms, counts):
-        draw_band(ax, band[band["arm"] == arm], x, colors.get(arm, "k"), f"{arm} (n={counts[arm]})",
-                  marker="o" if xname == "trajectories" else None)  # fmt: skip
+        draw_band(
+            ax,
+            band[band["arm"] == arm],
+            x,
+            colors.get(arm, "k"),
+            f"{arm} (n={counts[arm]})",
+            marker="o" if xname == "trajectories" else None,
+        )
     ax.set_xlabel(xlabel)
     ax.set_ylabel(f"{bench} avg@{k}")
     legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -146,17 +164,25 @@ def _eval_k(comparison: Comparison) -> str:
 def critic_figures(comparison: Comparison, out_dir: Path) -> list[Figure]:
     """Fig. 4a (critic explained variance) and Fig. 4b (critic grad norm) by step, every arm with a critic."""
     ev = step_figure(
-        comparison, out_dir, key="fig4a_critic_explained_variance", paper_ref="Fig. 4a",
-        title="Critic explained variance", panels=(Panel("explained variance", (Series("value/explained_variance"),)),),
+        comparison,
+        out_dir,
+        key="fig4a_critic_explained_variance",
+        paper_ref="Fig. 4a",
+        title="Critic explained variance",
+        panels=(Panel("explained variance", (Series("value/explained_variance"),)),),
         what="Explained variance of the critic's values against the returns (value/explained_variance; "
         "1 = perfect, 0 = no better than a constant) by learner step, arms with a critic.",
-    )  # fmt: skip
+    )
     gn = step_figure(
-        comparison, out_dir, key="fig4b_critic_grad_norm", paper_ref="Fig. 4b",
-        title="Critic gradient norm", panels=(Panel("critic grad norm", (Series("value/grad_norm"),)),),
+        comparison,
+        out_dir,
+        key="fig4b_critic_grad_norm",
+        paper_ref="Fig. 4b",
+        title="Critic gradient norm",
+        panels=(Panel("critic grad norm", (Series("value/grad_norm"),)),),
         what="Gradient norm of the critic's updates (value/grad_norm, before clipping) by learner step, "
         "arms with a critic (the paper contrasts a full-parameter and a frozen-attention critic).",
-    )  # fmt: skip
+    )
     return ev + gn
 
 
@@ -164,24 +190,34 @@ def clip_ratio(comparison: Comparison, out_dir: Path) -> list[Figure]:
     """Fig. 4c: DIS's masked-token fraction (solid) and PPO-style clip fraction (dashed) by step."""
     series = (Series("policy/masked_frac", "masked (DIS)", "-"), Series("policy/clip_frac", "clipped", "--"))
     return step_figure(
-        comparison, out_dir, key="fig4c_clip_ratio", paper_ref="Fig. 4c",
-        title="Token clip ratio", panels=(Panel("fraction of action tokens", series, (0.0, None)),),
+        comparison,
+        out_dir,
+        key="fig4c_clip_ratio",
+        paper_ref="Fig. 4c",
+        title="Token clip ratio",
+        panels=(Panel("fraction of action tokens", series, (0.0, None)),),
         what="Fraction of action tokens outside the trust region by learner step: DIS's masked fraction "
         "(policy/masked_frac, solid; the paper's clip ratio) and the clipped fraction of a PPO-style "
         "clipped surrogate (policy/clip_frac, dashed: PPO, VAPO, GRPO), arms that log either.",
-    )  # fmt: skip
+    )
 
 
 def length_figure(comparison: Comparison, out_dir: Path) -> list[Figure]:
     """Beyond the paper: mean response length and truncated share by step (a collapse shows
     as lengths running to the limit and the truncated share rising)."""
-    panels = (Panel("action tokens per trajectory", (Series("rollout/action_tokens_mean"),)),
-              Panel("truncated fraction", (Series("rollout/truncated_frac"),), ylim=(-0.02, 1.02)))  # fmt: skip
+    panels = (
+        Panel("action tokens per trajectory", (Series("rollout/action_tokens_mean"),)),
+        Panel("truncated fraction", (Series("rollout/truncated_frac"),), ylim=(-0.02, 1.02)),
+    )
     return step_figure(
-        comparison, out_dir, key="length_truncation", title="Response length and truncation", panels=panels,
+        comparison,
+        out_dir,
+        key="length_truncation",
+        title="Response length and truncation",
+        panels=panels,
         what="Mean model-generated tokens per trajectory (rollout/action_tokens_mean, left) and the share "
         "of trajectories cut at the length limit (rollout/truncated_frac, right) per learner step.",
-    )  # fmt: skip
+    )
 
 
 def drift_figures(comparison: Comparison, out_dir: Path) -> list[Figure]:
@@ -197,17 +233,28 @@ def drift_figures(comparison: Comparison, out_dir: Path) -> list[Figure]:
         "are drawn ahead of training, so arms can switch a step or two apart)."
     )
     reward = step_figure(
-        comparison, out_dir, key="fig5a_drift_reward", paper_ref="Fig. 5a", metrics=drift, phases=True,
-        title="Online drift: training reward", panels=(Panel("reward", (Series("reward/mean"),), (-0.02, 1.02)),),
+        comparison,
+        out_dir,
+        key="fig5a_drift_reward",
+        paper_ref="Fig. 5a",
+        metrics=drift,
+        phases=True,
+        title="Online drift: training reward",
+        panels=(Panel("reward", (Series("reward/mean"),), (-0.02, 1.02)),),
         what=f"Mean training reward (reward/mean) per step on the drifting task. {phase_note}",
-    )  # fmt: skip
+    )
     style = step_figure(
-        comparison, out_dir, key="fig5b_drift_label_share", paper_ref="Fig. 5b", metrics=drift, phases=True,
+        comparison,
+        out_dir,
+        key="fig5b_drift_label_share",
+        paper_ref="Fig. 5b",
+        metrics=drift,
+        phases=True,
         title="Online drift: share following the current rule",
         panels=(Panel("label share", (Series("reward/style"),), (-0.02, 1.02)),),
         what=f"Share of trajectories whose answer follows the current phase's rule (reward/style) per "
         f"step (a policy that adapts drops at each switch and climbs back within the phase). {phase_note}",
-    )  # fmt: skip
+    )
     return reward + style
 
 
@@ -220,8 +267,16 @@ def shade_phases(ax, metrics: pd.DataFrame, colors: dict[str, str]) -> None:
         return
     for phase, lo, hi in _phase_stretches(d.groupby("step")["drift/phase"].median()):
         ax.axvspan(lo, hi, color=PHASE_COLORS[phase % len(PHASE_COLORS)], alpha=0.8, zorder=0, linewidth=0)
-        ax.text((lo + hi) / 2, 0.99, f"phase {phase}", transform=ax.get_xaxis_transform(),
-                ha="center", va="top", fontsize=7, color="0.35")  # fmt: skip
+        ax.text(
+            (lo + hi) / 2,
+            0.99,
+            f"phase {phase}",
+            transform=ax.get_xaxis_transform(),
+            ha="center",
+            va="top",
+            fontsize=7,
+            color="0.35",
+        )
     for arm, part in d.groupby("arm"):
         for _, lo, _ in _phase_stretches(part.groupby("step")["drift/phase"].mean())[1:]:
             ax.axvline(lo, color=colors.get(arm, "k"), linestyle=":", linewidth=1.1, alpha=0.9)

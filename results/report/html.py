@@ -58,8 +58,14 @@ code { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; }
 """
 
 
-def table_html(df: pd.DataFrame, caption: str, *, index: bool = False, table_id: str | None = None,
-               format_cell: Callable[[Any, str], str] | None = None) -> str:  # fmt: skip
+def table_html(
+    df: pd.DataFrame,
+    caption: str,
+    *,
+    index: bool = False,
+    table_id: str | None = None,
+    format_cell: Callable[[Any, str], str] | None = None,
+) -> str:
     """A DataFrame as an HTML `<table class="data">` with a `<caption>`; every cell and header escaped.
 
     Numbers are right-aligned, text left-aligned. `format_cell(value, column)` writes a cell
@@ -69,8 +75,10 @@ def table_html(df: pd.DataFrame, caption: str, *, index: bool = False, table_id:
     joined with " / ". `table_id` (default: `table-` and the caption's slug) is its anchor."""
     fmt = format_cell or _cell
     frame = df.reset_index() if index else df
-    numeric = [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
-               for c in frame.columns]  # fmt: skip
+    numeric = [
+        pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
+        for c in frame.columns
+    ]
     names = [
         " / ".join(str(p) for p in c if str(p)) if isinstance(c, tuple) else str(c) for c in frame.columns
     ]
@@ -83,8 +91,10 @@ def table_html(df: pd.DataFrame, caption: str, *, index: bool = False, table_id:
         )
         rows.append(f"<tr>{''.join(cells)}</tr>")
     anchor = escape(table_id or f"table-{slug(caption)}", quote=True)
-    return (f'<table class="data" id="{anchor}">\n<caption>{escape(caption)}</caption>\n'
-            f"<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>")  # fmt: skip
+    return (
+        f'<table class="data" id="{anchor}">\n<caption>{escape(caption)}</caption>\n'
+        f"<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>"
+    )
 
 
 _NUM = ' class="num"'
@@ -113,8 +123,16 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
 
 
-def write_index(out_dir: Path, *, title: str, intro: list[str], sections: list[tuple[str, str]],
-                figures: list[Figure], provenance: dict[str, Any], commands: list[str]) -> Path:  # fmt: skip
+def write_index(
+    out_dir: Path,
+    *,
+    title: str,
+    intro: list[str],
+    sections: list[tuple[str, str]],
+    figures: list[Figure],
+    provenance: dict[str, Any],
+    commands: list[str],
+) -> Path:
     """Write `out_dir/index.html` and return its path.
 
     `intro`: paragraphs (plain text); `sections`: (heading, HTML fragment) pairs, in order;

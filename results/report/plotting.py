@@ -21,8 +21,18 @@ from matplotlib.figure import Figure as MplFigure
 
 DPI = 110
 BAND = "min-max over seeds"
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-           "#7f7f7f", "#bcbd22")  # fmt: skip
+PALETTE = (
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#ff7f0e",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#7f7f7f",
+    "#bcbd22",
+)
 
 
 @dataclass
@@ -112,16 +122,28 @@ def band_on_grid(points: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
         if grid.size == 0:
             continue
         ys = np.vstack([np.interp(grid, r[x].to_numpy(), r[y].to_numpy()) for r in runs])
-        parts.append(pd.DataFrame({"arm": arm, x: grid, "mean": ys.mean(0), "min": ys.min(0),
-                                   "max": ys.max(0), "n": len(runs)}))  # fmt: skip
+        parts.append(
+            pd.DataFrame(
+                {"arm": arm, x: grid, "mean": ys.mean(0), "min": ys.min(0), "max": ys.max(0), "n": len(runs)}
+            )
+        )
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
-def draw_band(ax, band: pd.DataFrame, x: str, color: str, label: str, linestyle: str = "-",
-              marker: str | None = None) -> None:  # fmt: skip
+def draw_band(
+    ax, band: pd.DataFrame, x: str, color: str, label: str, linestyle: str = "-", marker: str | None = None
+) -> None:
     """One arm's mean line and its min-max band (no band where only one seed has data)."""
-    ax.plot(band[x], band["mean"], color=color, linestyle=linestyle, linewidth=1.6, label=label,
-            marker=marker, markersize=3.5)  # fmt: skip
+    ax.plot(
+        band[x],
+        band["mean"],
+        color=color,
+        linestyle=linestyle,
+        linewidth=1.6,
+        label=label,
+        marker=marker,
+        markersize=3.5,
+    )
     if (band["n"] > 1).any():
         ax.fill_between(band[x], band["min"], band["max"], color=color, alpha=0.18, linewidth=0)
 

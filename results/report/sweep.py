@@ -32,14 +32,22 @@ def sweep_sections(
     sections, figures = {}, []
     counts = []
     for arm, s in summary["arms"].items():
-        counts.append({"arm": arm, **{state.lower(): n for state, n in s["counts"].items()},
-                       "best value": None if s["best"] is None else s["best"]["value"]})  # fmt: skip
+        counts.append(
+            {
+                "arm": arm,
+                **{state.lower(): n for state, n in s["counts"].items()},
+                "best value": None if s["best"] is None else s["best"]["value"],
+            }
+        )
         top = pd.DataFrame([{"trial": r["trial"], "value": r["value"], **r["params"]} for r in s["top"]])
         sections[f"sweep_{arm}_top"] = (f"Sweep: best trials of {arm}", summary["sweep"], top)
         if s["importances"]:
             imp = pd.DataFrame([{"parameter": k, "importance": v} for k, v in s["importances"].items()])
-            sections[f"sweep_{arm}_importances"] = (f"Sweep: parameter importances of {arm}",
-                                                     "Optuna's default importance evaluator", imp)  # fmt: skip
+            sections[f"sweep_{arm}_importances"] = (
+                f"Sweep: parameter importances of {arm}",
+                "Optuna's default importance evaluator",
+                imp,
+            )
         figures += _copy_plots(Path(sweep_dir), arm, s.get("plots", []), out / "figures")
     sections["sweep_counts"] = ("Sweep: trials per arm", summary["sweep"], pd.DataFrame(counts))
     return dict(reversed(list(sections.items()))), figures

@@ -48,9 +48,18 @@ def final_scores(comparison: Comparison, matrices: dict, n_boot: int = 10000) ->
     for (arm, bench), m in matrices.items():
         m = m.dropna(axis=1)  # a problem missing from one seed's evaluation cannot be paired
         ci = stratified_bootstrap_ci(m.to_numpy(), n_boot=n_boot)
-        rows.append({"arm": arm, "benchmark": bench, "mean": ci["mean"], "ci_low": ci["ci_low"],
-                     "ci_high": ci["ci_high"], "n_seeds": ci["n_seeds"], "n_problems": ci["n_problems"],
-                     "k": int(k[(arm, bench)]) if (arm, bench) in k else None})  # fmt: skip
+        rows.append(
+            {
+                "arm": arm,
+                "benchmark": bench,
+                "mean": ci["mean"],
+                "ci_low": ci["ci_low"],
+                "ci_high": ci["ci_high"],
+                "n_seeds": ci["n_seeds"],
+                "n_problems": ci["n_problems"],
+                "k": int(k[(arm, bench)]) if (arm, bench) in k else None,
+            }
+        )
     return _in_arm_order(pd.DataFrame(rows), comparison)
 
 
@@ -87,10 +96,23 @@ def differences(
         x, y = a.loc[seeds, problems].to_numpy(), b.loc[seeds, problems].to_numpy()
         d = paired_difference(x, y, n_boot=n_boot)
         poi = probability_of_improvement_ci(x.mean(axis=1), y.mean(axis=1), n_boot=n_boot, paired=True)
-        rows.append({"arm": arm, "baseline": other, "benchmark": bench, "diff": d["diff"],
-                     "ci_low": d["ci_low"], "ci_high": d["ci_high"], "p_value": d["p_value"],
-                     "verdict": d["verdict"], "n_seeds": len(seeds), "n_problems": len(problems),
-                     "poi": poi["poi"], "poi_low": poi["ci_low"], "poi_high": poi["ci_high"]})  # fmt: skip
+        rows.append(
+            {
+                "arm": arm,
+                "baseline": other,
+                "benchmark": bench,
+                "diff": d["diff"],
+                "ci_low": d["ci_low"],
+                "ci_high": d["ci_high"],
+                "p_value": d["p_value"],
+                "verdict": d["verdict"],
+                "n_seeds": len(seeds),
+                "n_problems": len(problems),
+                "poi": poi["poi"],
+                "poi_low": poi["ci_low"],
+                "poi_high": poi["ci_high"],
+            }
+        )
     return _in_arm_order(pd.DataFrame(rows), comparison)
 
 
@@ -104,8 +126,16 @@ def aggregate(comparison: Comparison, n_boot: int = 10000) -> pd.DataFrame:
         if len(table) < 2:
             continue
         ci = iqm_ci(table.to_numpy(), n_boot=n_boot)
-        rows.append({"arm": arm, "iqm": ci["iqm"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"],
-                     "n_seeds": ci["n_seeds"], "n_benchmarks": table.shape[1]})  # fmt: skip
+        rows.append(
+            {
+                "arm": arm,
+                "iqm": ci["iqm"],
+                "ci_low": ci["ci_low"],
+                "ci_high": ci["ci_high"],
+                "n_seeds": ci["n_seeds"],
+                "n_benchmarks": table.shape[1],
+            }
+        )
     return _in_arm_order(pd.DataFrame(rows), comparison)
 
 
@@ -115,11 +145,18 @@ def budget_table(comparison: Comparison) -> pd.DataFrame:
     rows = []
     for arm in comparison.arms:
         group = runs[runs["arm"] == arm]
-        row = {"arm": arm, "runs": len(group),
-               "states": ", ".join(f"{n} {s}" for s, n in group["state"].value_counts().items())}  # fmt: skip
-        for column, label in (("steps", "policy steps"), ("trajectories", "trajectories"),
-                              ("generated_tokens", "generated tokens"), ("elapsed_s", "wall s"),
-                              ("critic_share", "critic share of learner time")):  # fmt: skip
+        row = {
+            "arm": arm,
+            "runs": len(group),
+            "states": ", ".join(f"{n} {s}" for s, n in group["state"].value_counts().items()),
+        }
+        for column, label in (
+            ("steps", "policy steps"),
+            ("trajectories", "trajectories"),
+            ("generated_tokens", "generated tokens"),
+            ("elapsed_s", "wall s"),
+            ("critic_share", "critic share of learner time"),
+        ):
             values = pd.to_numeric(group.get(column), errors="coerce").dropna() if column in group else []
             row[label] = _mean_range(values, percent=column == "critic_share")
         rows.append(row)
@@ -133,8 +170,14 @@ def tuning_table(comparison: Comparison) -> pd.DataFrame:
     tuning_of = {arm["name"]: spec.get("tuning") for spec in comparison.specs for arm in spec.get("arms", [])}
     rows = []
     for name in comparison.arms:
-        row = {"arm": name, "tuning": "shared defaults", "tuned on": "-", "best trial": "-", "objective": "-",
-               "parameters": "-"}  # fmt: skip
+        row = {
+            "arm": name,
+            "tuning": "shared defaults",
+            "tuned on": "-",
+            "best trial": "-",
+            "objective": "-",
+            "parameters": "-",
+        }
         tuning = tuning_of.get(name)
         if name not in tuning_of:
             row["tuning"] = "as each run was configured (not from a comparison)"
@@ -142,13 +185,17 @@ def tuning_table(comparison: Comparison) -> pd.DataFrame:
             kind, amount = tuning["budget"]
             best = tuning["best"].get(name, {})
             params = sorted(best.get("params", {}).items())
-            row.update({
-                "tuning": f"{tuning['trials_per_arm']} trials x {kind}={amount:g}",
-                "tuned on": f"seeds {', '.join(map(str, tuning['seeds']))}; {tuning['sweep']}",
-                "best trial": best.get("trial", "-"),
-                "objective": f"{tuning['objective']} = {best['value']:.4g}" if "value" in best else "-",
-                "parameters": ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in params),
-            })  # fmt: skip
+            row.update(
+                {
+                    "tuning": f"{tuning['trials_per_arm']} trials x {kind}={amount:g}",
+                    "tuned on": f"seeds {', '.join(map(str, tuning['seeds']))}; {tuning['sweep']}",
+                    "best trial": best.get("trial", "-"),
+                    "objective": f"{tuning['objective']} = {best['value']:.4g}" if "value" in best else "-",
+                    "parameters": ", ".join(
+                        f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in params
+                    ),
+                }
+            )
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -165,8 +212,20 @@ def runs_table(comparison: Comparison) -> pd.DataFrame:
     """Every run: state, what stopped it, whether its reward collapsed
     (`results.comparison.reward_collapsed`), steps, trajectories, tokens, wall time, the
     evaluated checkpoint, and the reason of a failure or stop."""
-    columns = ["run", "arm", "seed", "state", "stopped_by", "collapsed", "steps", "trajectories",
-               "generated_tokens", "elapsed_s", "selected", "detail"]  # fmt: skip
+    columns = [
+        "run",
+        "arm",
+        "seed",
+        "state",
+        "stopped_by",
+        "collapsed",
+        "steps",
+        "trajectories",
+        "generated_tokens",
+        "elapsed_s",
+        "selected",
+        "detail",
+    ]
     runs = comparison.runs.reindex(columns=columns)
     return runs.assign(elapsed_s=pd.to_numeric(runs["elapsed_s"], errors="coerce").round(1))
 
@@ -202,8 +261,12 @@ def headline(scores: pd.DataFrame, diffs: pd.DataFrame) -> pd.DataFrame:
     difference to the baseline with its CI, p-value and verdict."""
     rows = []
     for r in scores.itertuples():
-        row = {"arm": r.arm, "benchmark": r.benchmark, "seeds": str(r.n_seeds),
-               "score % [95% CI]": f"{100 * r.mean:.1f} [{100 * r.ci_low:.1f}, {100 * r.ci_high:.1f}]"}  # fmt: skip
+        row = {
+            "arm": r.arm,
+            "benchmark": r.benchmark,
+            "seeds": str(r.n_seeds),
+            "score % [95% CI]": f"{100 * r.mean:.1f} [{100 * r.ci_low:.1f}, {100 * r.ci_high:.1f}]",
+        }
         match = diffs[(diffs["arm"] == r.arm) & (diffs["benchmark"] == r.benchmark)] if len(diffs) else diffs
         if len(match):
             d = match.iloc[0]

@@ -69,7 +69,7 @@ CLAIMS = (
         "ablations",
         "arith",
         "fig4a_critic_explained_variance.png",
-    ),  # fmt: skip
+    ),
     Claim(
         "Table 3: frozen attention > full-parameter critic",
         "table3",
@@ -78,7 +78,7 @@ CLAIMS = (
         "ablations",
         "arith",
         "fig4b_critic_grad_norm.png",
-    ),  # fmt: skip
+    ),
     Claim(
         "Table 4: SAO (DIS) > vanilla VAPO",
         "table3",
@@ -87,7 +87,7 @@ CLAIMS = (
         "ablations",
         "arith",
         "fig4c_clip_ratio.png",
-    ),  # fmt: skip
+    ),
     Claim("Table 4: value model > running mean", "table3", "sao", "running-mean", "ablations", "arith"),
     Claim(
         "Table 5: token-level > step-level average",
@@ -97,7 +97,7 @@ CLAIMS = (
         "agent-granularity",
         "agent",
         "fig3_eval_vs_trajectories_agent.png",
-    ),  # fmt: skip
+    ),
     Claim(
         "Table 5: token-level > step-level last token",
         "table5",
@@ -106,7 +106,7 @@ CLAIMS = (
         "agent-granularity",
         "agent",
         "fig3_eval_vs_trajectories_agent.png",
-    ),  # fmt: skip
+    ),
     Claim(
         "Fig. 5: SAO recovers faster than running mean under drift",
         None,
@@ -116,7 +116,7 @@ CLAIMS = (
         DRIFT_SCORE,
         "fig5b_drift_label_share.png",
         "after each shift (no numbers)",
-    ),  # fmt: skip
+    ),
 )
 """The paper's claims in the order the issue lists them (docs/sao.md summarises the paper)."""
 
@@ -142,8 +142,17 @@ def verdict_rows(root: Path, link_prefix: str = "") -> list[dict[str, str]]:
         if claim.reference not in references:  # several claims share one reference comparison
             references[claim.reference] = _read_reference(root / claim.reference)
         scores, diffs, budget_and_tuning = references[claim.reference]
-        row = {"claim": claim.label, "paper": _paper_text(claim), "here": "-",
-               "difference [95% CI]": "-", "p": "-", "seeds": "-", "budget, tuning": "-", "verdict": "not run yet", "figure": "-"}  # fmt: skip
+        row = {
+            "claim": claim.label,
+            "paper": _paper_text(claim),
+            "here": "-",
+            "difference [95% CI]": "-",
+            "p": "-",
+            "seeds": "-",
+            "budget, tuning": "-",
+            "verdict": "not run yet",
+            "figure": "-",
+        }
         score_a = _score(scores, claim.arm, claim.benchmark)
         score_b = _score(scores, claim.other, claim.benchmark)
         diff = _difference(diffs, claim)

@@ -53,10 +53,14 @@ def engine_for(kind: str, model, tok, **kwargs):
 
 def requests(tok, n: int, sampling: SamplingParams, seed0: int = 0) -> list[GenerationRequest]:
     return [
-        GenerationRequest(f"r{seed0 + i}", [tok.bos_token_id] + tok.encode(TEXTS[i % len(TEXTS)], add_special_tokens=False),
-                          sampling, seed=seed0 + i)
+        GenerationRequest(
+            f"r{seed0 + i}",
+            [tok.bos_token_id] + tok.encode(TEXTS[i % len(TEXTS)], add_special_tokens=False),
+            sampling,
+            seed=seed0 + i,
+        )
         for i in range(n)
-    ]  # fmt: skip
+    ]
 
 
 def learner_logprobs(model, completions, temperature: float) -> list[torch.Tensor]:
@@ -132,8 +136,10 @@ def test_the_context_budget(kind, models):
     old, _, tok = models
     engine = engine_for(kind, old, tok, max_seq_len=24)
     try:
-        short, too_long = GenerationRequest("a", [tok.bos_token_id] * 20, SamplingParams(1.0, 1.0, 50), 1), \
-            GenerationRequest("b", [tok.bos_token_id] * 24, SamplingParams(1.0, 1.0, 50), 2)  # fmt: skip
+        short, too_long = (
+            GenerationRequest("a", [tok.bos_token_id] * 20, SamplingParams(1.0, 1.0, 50), 1),
+            GenerationRequest("b", [tok.bos_token_id] * 24, SamplingParams(1.0, 1.0, 50), 2),
+        )
         done = engine.generate([short, too_long])
     finally:
         engine.close()

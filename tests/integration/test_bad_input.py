@@ -27,19 +27,31 @@ RUN = [
     (["--task", "arit"], "did you mean 'arith'?"),
     (["--mode", "fast"], "invalid choice: 'fast'"),
     (["--set", "trajectories_per_step=abc"], "trajectories_per_step: expected int"),
-    (["--set", "algo.eps_hgh=1"], "algo.eps_hgh: unknown field of sao (did you mean 'eps_high'?); valid fields:"),
+    (
+        ["--set", "algo.eps_hgh=1"],
+        "algo.eps_hgh: unknown field of sao (did you mean 'eps_high'?); valid fields:",
+    ),
     (["--set", "stale_policy=keep"], "stale_policy: invalid value 'keep'; valid choices: drop, requeue"),
-    (["--set", "trajectories_per_step=12", "--algo", "grpo"], "not a multiple of grpo's rollouts per prompt (8)"),
+    (
+        ["--set", "trajectories_per_step=12", "--algo", "grpo"],
+        "not a multiple of grpo's rollouts per prompt (8)",
+    ),
     (["--model", "/no/such/dir"], "not found"),
     (["--preset", "nope"], "unknown preset 'nope' for sao; valid presets:"),
-    (["--preset", "mth"], "valid presets: coding, dis-only, full-parameter-critic, math, single-critic-update, step-average, step-last (did you mean 'math'?)"),
+    (
+        ["--preset", "mth"],
+        "valid presets: coding, dis-only, full-parameter-critic, math, single-critic-update, step-average, step-last (did you mean 'math'?)",
+    ),
     (["--set", "tsk.max_operands=3"], "keys are nested (did you mean 'task'?)"),
     (["--stpes", "3"], "unrecognized arguments: --stpes 3 (did you mean --steps?)"),
     (["--report-to", "tensorbord"], "report_to: unknown tracker 'tensorbord' (did you mean 'tensorboard'?)"),
     (["--task", "drift", "--set", "task.cycle=maybe"], "task.cycle: expected true or false, got 'maybe'"),
     (["--set", "task.max_operands=lots"], "task.max_operands: expected int, got 'lots'"),
-    (["--set", "task.max_operand=3"], "task.max_operand: unknown argument of task 'arith' (did you mean "
-     "'max_operands'?); valid arguments: demo_error_rate, max_operands"),
+    (
+        ["--set", "task.max_operand=3"],
+        "task.max_operand: unknown argument of task 'arith' (did you mean "
+        "'max_operands'?); valid arguments: demo_error_rate, max_operands",
+    ),
     (["--set", "task.nosuch=1"], "task.nosuch: unknown argument of task 'arith'; valid arguments:"),
     (["--set", "policy_lr=-1"], "policy_lr: must be > 0, got -1.0"),
     (["--set", "temperature=nan"], "temperature: must be a finite number, got nan"),
@@ -47,26 +59,43 @@ RUN = [
     (["--out", "{file}"], "not a directory; name a new directory"),
     (["--out", "{file}/sub"], "is a file); name a new directory"),
     (["--resume", "{run}", "--set", "policy_lr=0.5"], "policy_lr would change from 0.0001 to 0.5"),
-    (["--resume", "{run}", "--set", "trajectories_per_step=16"], "trajectories_per_step would change from 64 to 16"),
+    (
+        ["--resume", "{run}", "--set", "trajectories_per_step=16"],
+        "trajectories_per_step would change from 64 to 16",
+    ),
     (["--resume", "{run}", "--algo", "grpo"], "algo would change from 'sao' to 'grpo'"),
-    (["--resume", "{run}", "--out", "{empty}/x"], "--resume continues the run in its own directory; drop --out"),
+    (
+        ["--resume", "{run}", "--out", "{empty}/x"],
+        "--resume continues the run in its own directory; drop --out",
+    ),
     (["--resume", "{empty}"], "not a run directory (no config.json)"),
     (["--resume", "{locked}"], "is in use by pid"),
-]  # fmt: skip
+]
 
 EVAL = [
-    (["--model", "tiny", "--bench", "arith", "--temperature", "nan"], "--temperature must be a finite number >= 0"),
-    (["--model", "tiny", "--bench", "arith", "--temperature", "-1"], "--temperature must be a finite number >= 0"),
+    (
+        ["--model", "tiny", "--bench", "arith", "--temperature", "nan"],
+        "--temperature must be a finite number >= 0",
+    ),
+    (
+        ["--model", "tiny", "--bench", "arith", "--temperature", "-1"],
+        "--temperature must be a finite number >= 0",
+    ),
     (["--model", "tiny", "--bench", "arith", "--top-p", "0"], "--top-p must be in (0, 1]"),
     (["--model", "tiny", "--bench", "arith", "--k", "0"], "--k must be >= 1"),
     (["--model", "tiny", "--bench", "arith", "--limit", "0"], "--limit must be >= 1"),
     (["--model", "tiny", "--bench", "aime2025"], "did you mean"),
-    (["--model", "tiny", "--bench", "arith,gsm8k", "--data", "{file}"], "--data is only valid with a single --bench"),
+    (
+        ["--model", "tiny", "--bench", "arith,gsm8k", "--data", "{file}"],
+        "--data is only valid with a single --bench",
+    ),
     (["--model", "tiny", "--bench", "arith", "--out", "{file}"], "not a directory; name a new directory"),
     (["--model", "tiny", "--bench", "arith", "--out", "{file}/sub"], "is a file); name a new directory"),
-    (["--model", "{empty}", "--bench", "arith", "--limit", "3", "--out", "{finished}"],
-     "holds a finished evaluation with other settings (benchmark, data_hash"),
-]  # fmt: skip
+    (
+        ["--model", "{empty}", "--bench", "arith", "--limit", "3", "--out", "{finished}"],
+        "holds a finished evaluation with other settings (benchmark, data_hash",
+    ),
+]
 
 B = ["--budget", "trajectories=64"]
 COMPARE = [
@@ -98,18 +127,36 @@ COMPARE = [
 ]
 
 SWEEP = [
-    (["--algo", "sao", *B, "--space", "{space_typo}"], "--space: 'algo.eps_hihg' is not a parameter of sao (did you mean"),
+    (
+        ["--algo", "sao", *B, "--space", "{space_typo}"],
+        "--space: 'algo.eps_hihg' is not a parameter of sao (did you mean",
+    ),
     (["--algo", "sao", *B, "--space", "{space_bad}"], "search space algo.eps_high: needs numbers low < high"),
     (["--algo", "sao", *B, "--space", "{file}"], "--space {file}: invalid TOML"),
-    (["--algo", "sao", *B, "--objective", "eval/aith/avg_at_k"], "unknown benchmark 'aith' (did you mean eval/arith/avg_at_k?)"),
-    (["--algo", "sao", *B, "--objective", "loss"], "--objective 'loss': expected eval/<bench>/avg_at_k or reward/final"),
-    (["--algo", "sao", *B, "--pruner", "hyperband"], "--pruner hyperband on an evaluation objective needs its in-training curve"),
-    (["--algo", "sao", *B, "--storage", "postgresql://u:pw@127.0.0.1:1/x"], "--storage postgresql://u:***@127.0.0.1:1/x: cannot be used"),
-    (["--algo", "sao", "--algos", "grpo", *B], "give the algorithm to tune with --algo NAME, or several with --algos A,B"),
+    (
+        ["--algo", "sao", *B, "--objective", "eval/aith/avg_at_k"],
+        "unknown benchmark 'aith' (did you mean eval/arith/avg_at_k?)",
+    ),
+    (
+        ["--algo", "sao", *B, "--objective", "loss"],
+        "--objective 'loss': expected eval/<bench>/avg_at_k or reward/final",
+    ),
+    (
+        ["--algo", "sao", *B, "--pruner", "hyperband"],
+        "--pruner hyperband on an evaluation objective needs its in-training curve",
+    ),
+    (
+        ["--algo", "sao", *B, "--storage", "postgresql://u:pw@127.0.0.1:1/x"],
+        "--storage postgresql://u:***@127.0.0.1:1/x: cannot be used",
+    ),
+    (
+        ["--algo", "sao", "--algos", "grpo", *B],
+        "give the algorithm to tune with --algo NAME, or several with --algos A,B",
+    ),
     (["--algo", "sao"], "--budget is required"),
     (["--algo", "grpx", *B], "unknown algorithm 'grpx'; did you mean 'grpo'?"),
     (["--show", "{empty}"], "is not a sweep directory (no sweep.json)"),
-]  # fmt: skip
+]
 
 REPORT = [
     (["{empty}"], "neither a comparison directory (comparison.json) nor a run directory (config.json)"),
@@ -118,7 +165,10 @@ REPORT = [
     ([], "bench report: give comparison, sweep or run directories (or --verdicts REFERENCE_DIR)"),
     (["--verdicts", "{file}"], "not a directory (the reference root, e.g. results/reference)"),
     (["--verdicts", "{empty}", "--readme", "{empty}/README.md"], "no such file"),
-    (["--verdicts", "{empty}", "--readme", "{file}"], "no <!-- verdicts:start --> ... <!-- verdicts:end --> block"),
+    (
+        ["--verdicts", "{empty}", "--readme", "{file}"],
+        "no <!-- verdicts:start --> ... <!-- verdicts:end --> block",
+    ),
 ]
 
 PRETRAIN = [
@@ -128,7 +178,7 @@ PRETRAIN = [
     (["--task", "arith", "--set", "task.nosuch=1"], "task.nosuch: unknown argument of task 'arith'"),
     (["--task", "arith", "--steps", "5"], "--steps other than the arith recipe's 1000 needs --out DIR"),
     (["--task", "arith", "--steps", "0", "--out", "{empty}/b"], "--steps must be >= 1"),
-]  # fmt: skip
+]
 
 CASES = [
     (command, *case)
@@ -159,8 +209,9 @@ def places(tmp_path_factory):
     other = root / "other"  # a comparison of other settings
     other.mkdir()
     spec = ComparisonSpec("arith", (Arm("sao", "sao"),), (0,), ("trajectories", 8), EvalPlan(("arith",)))
-    (other / "comparison.json").write_text(json.dumps({"fingerprint": "other", **spec.to_json(),
-                                                       "command": "bench compare --algos other"}))  # fmt: skip
+    (other / "comparison.json").write_text(
+        json.dumps({"fingerprint": "other", **spec.to_json(), "command": "bench compare --algos other"})
+    )
     finished = root / "finished"
     finished.mkdir()
     (finished / "arith.jsonl").write_text("{}\n")
@@ -184,8 +235,14 @@ def test_bad_input_is_one_line_exit_2_in_seconds(command, args, expected, places
         args += ["--out", str(tmp_path / "r")]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "BENCH_CACHE_DIR": str(tmp_path / "cache")}  # empty: no base
     quiet = ["--no-progress"] if command in ("run", "eval") else []
-    res = subprocess.run([sys.executable, "-m", "bench.cli", command, *args, *quiet],
-                         capture_output=True, text=True, cwd=REPO, env=env, timeout=120)  # fmt: skip
+    res = subprocess.run(
+        [sys.executable, "-m", "bench.cli", command, *args, *quiet],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+    )
     assert res.returncode == 2, (res.stdout, res.stderr)
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("bench: error: ") and "Traceback" not in res.stderr, (

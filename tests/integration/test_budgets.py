@@ -18,8 +18,20 @@ def _lines(out):
 
 def test_a_trajectory_budget_stops_the_run_and_a_resume_extends_it(base_checkpoint, tmp_path):
     out = tmp_path / "run"
-    res = bench("run", "--algo", "sao", "--mode", "sync", "--steps", "1000", "--out", str(out),
-                *_common(base_checkpoint), "--set", "max_trajectories=20")  # fmt: skip
+    res = bench(
+        "run",
+        "--algo",
+        "sao",
+        "--mode",
+        "sync",
+        "--steps",
+        "1000",
+        "--out",
+        str(out),
+        *_common(base_checkpoint),
+        "--set",
+        "max_trajectories=20",
+    )
     assert res.returncode == 0, res.stderr
     lines = _lines(out)
     assert [r["step"] for r in lines] == [1, 2, 3]  # 8 trajectories per step: 24 >= 20 after step 3
@@ -41,8 +53,20 @@ def test_a_trajectory_budget_stops_the_run_and_a_resume_extends_it(base_checkpoi
 
 def test_a_token_budget_counts_generated_tokens(base_checkpoint, tmp_path):
     out = tmp_path / "run"
-    res = bench("run", "--algo", "grpo", "--mode", "async", "--steps", "1000", "--out", str(out),
-                *_common(base_checkpoint), "--set", "max_tokens=300")  # fmt: skip
+    res = bench(
+        "run",
+        "--algo",
+        "grpo",
+        "--mode",
+        "async",
+        "--steps",
+        "1000",
+        "--out",
+        str(out),
+        *_common(base_checkpoint),
+        "--set",
+        "max_tokens=300",
+    )
     assert res.returncode == 0, res.stderr
     tokens = [r["budget/generated_tokens"] for r in _lines(out)]
     assert tokens[-1] >= 300 and all(t < 300 for t in tokens[:-1])  # the first step that reaches it

@@ -22,13 +22,39 @@ from tests.integration.test_cli_run import REPO, _assert_no_process_mentions, _e
 pytestmark = pytest.mark.slow
 
 
-def _args(base: Path, out: Path, *extra: str, algos: str = "sao,grpo", seeds: str = "2", budget: int = 24) -> list[str]:
-    shared = {"model": str(base), "trajectories_per_step": 8, "max_new_tokens": 48, "engine_slots": 8,
-              "policy_lr": 1e-3, "checkpoint_every": 1, **{f"task.{k}": v for k, v in TASK_ARGS.items()}}  # fmt: skip
+def _args(
+    base: Path, out: Path, *extra: str, algos: str = "sao,grpo", seeds: str = "2", budget: int = 24
+) -> list[str]:
+    shared = {
+        "model": str(base),
+        "trajectories_per_step": 8,
+        "max_new_tokens": 48,
+        "engine_slots": 8,
+        "policy_lr": 1e-3,
+        "checkpoint_every": 1,
+        **{f"task.{k}": v for k, v in TASK_ARGS.items()},
+    }
     sets = [a for key, value in shared.items() for a in ("--set", f"{key}={value}")]
-    return [sys.executable, "-m", "bench.cli", "compare", "--algos", algos, "--seeds", seeds,
-            "--budget", f"trajectories={budget}", "--eval-limit", "10", "--eval-k", "2", "--out", str(out),
-            *sets, *extra]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "bench.cli",
+        "compare",
+        "--algos",
+        algos,
+        "--seeds",
+        seeds,
+        "--budget",
+        f"trajectories={budget}",
+        "--eval-limit",
+        "10",
+        "--eval-k",
+        "2",
+        "--out",
+        str(out),
+        *sets,
+        *extra,
+    ]
 
 
 def _compare(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -40,7 +66,9 @@ def _trials(out: Path, storage: str = "") -> list:
     from sweeps.queue import RunQueue, open_storage
 
     _, data = load_spec(out)
-    return RunQueue(open_storage(storage, out / "study.journal"), data["study"]).study.get_trials(deepcopy=False)
+    return RunQueue(open_storage(storage, out / "study.journal"), data["study"]).study.get_trials(
+        deepcopy=False
+    )
 
 
 def _steps(out: Path, run: str) -> list[int]:
@@ -72,20 +100,33 @@ def test_two_workers_finish_the_grid_once_and_the_report_is_written(base_checkpo
     res = _compare(*_args(base_checkpoint, out, "--workers", "2"))
     assert res.returncode == 0, res.stderr
     assert all(json.loads(p.read_text())["attempts"] == 1 for p in (out / "status").glob("*.json"))
-    res = subprocess.run([sys.executable, "-m", "bench.cli", "report", str(out), "--baseline", "sao"],
-                         cwd=REPO, env=_env(), capture_output=True, text=True)  # fmt: skip
+    res = subprocess.run(
+        [sys.executable, "-m", "bench.cli", "report", str(out), "--baseline", "sao"],
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0 and "vs sao" in res.stdout, res.stderr
 
 
 def test_kill_9_of_the_comparison_then_the_same_command_resumes_it(base_checkpoint, tmp_path):
     out = tmp_path / "cmp"
     cmd = _args(base_checkpoint, out, "--workers", "1", seeds="1")
-    proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     metrics = out / "runs" / "sao-s0" / "metrics.jsonl"
     deadline = time.time() + 300
     while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 2):
-        assert proc.poll() is None and time.time() < deadline, "the comparison ended before it could be killed"
+        assert proc.poll() is None and time.time() < deadline, (
+            "the comparison ended before it could be killed"
+        )
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)  # the command, its worker and the run: a crashed machine
     proc.wait()
@@ -95,7 +136,9 @@ def test_kill_9_of_the_comparison_then_the_same_command_resumes_it(base_checkpoi
     _assert_each_run_completed_once(out, ["sao-s0", "grpo-s0"])
     status = json.loads((out / "status" / "sao-s0.json").read_text())
     assert status["attempts"] == 2
-    resumes = [e for e in (out / "runs" / "sao-s0" / "events.jsonl").read_text().splitlines() if '"resume"' in e]
+    resumes = [
+        e for e in (out / "runs" / "sao-s0" / "events.jsonl").read_text().splitlines() if '"resume"' in e
+    ]
     assert len(resumes) == 1  # continued from its checkpoint, not started again
     reasons = [t.user_attrs.get("fail_reason", "") for t in _trials(out) if t.state.name == "FAIL"]
     assert len(reasons) == 1 and reasons[0].startswith("lease expired")
@@ -123,7 +166,9 @@ def postgres_db():
     """A fresh database on the server of BENCH_TEST_POSTGRES_URL (.ci/run starts one), dropped after."""
     url = _postgres_url()
     if not url:
-        pytest.skip("needs a PostgreSQL server: set BENCH_TEST_POSTGRES_URL=postgresql://user@host/db (.ci/run does)")
+        pytest.skip(
+            "needs a PostgreSQL server: set BENCH_TEST_POSTGRES_URL=postgresql://user@host/db (.ci/run does)"
+        )
     import sqlalchemy
 
     name = f"bench_test_{uuid.uuid4().hex[:10]}"
@@ -139,7 +184,9 @@ def postgres_db():
 def test_two_machines_share_one_comparison_through_postgresql(base_checkpoint, tmp_path, postgres_db):
     out = tmp_path / "shared-filesystem" / "cmp"
     cmd = _args(base_checkpoint, out, "--workers", "1", "--storage", postgres_db)
-    first = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     while not (out / "comparison.json").exists():  # the second "machine" joins the same comparison
         assert first.poll() is None
         time.sleep(0.05)

@@ -19,8 +19,20 @@ pytestmark = pytest.mark.slow
 
 
 def _run_cmd(base: Path, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "bench.cli", "run", "--algo", "grpo", "--mode", "sync", "--out", str(out),
-            *_common(base), *extra]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "bench.cli",
+        "run",
+        "--algo",
+        "grpo",
+        "--mode",
+        "sync",
+        "--out",
+        str(out),
+        *_common(base),
+        *extra,
+    ]
 
 
 def _steps(out: Path) -> list[int]:
@@ -45,8 +57,14 @@ def _kill(proc: subprocess.Popen) -> None:
 
 def test_a_damaged_latest_checkpoint_resumes_from_the_newest_intact_one(base_checkpoint, tmp_path):
     out = tmp_path / "run"
-    res = subprocess.run(_run_cmd(base_checkpoint, out, "--steps", "4", "--checkpoint-every", "2"),
-                         cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    res = subprocess.run(
+        _run_cmd(base_checkpoint, out, "--steps", "4", "--checkpoint-every", "2"),
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     weights = out / "checkpoints" / "step_000004" / "policy" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])  # truncated, as by a full disk
@@ -65,8 +83,10 @@ def test_a_damaged_latest_checkpoint_resumes_from_the_newest_intact_one(base_che
 
 def test_a_second_process_cannot_train_into_a_running_run_dir(base_checkpoint, tmp_path):
     out = tmp_path / "run"
-    proc = _start_and_wait(_run_cmd(base_checkpoint, out, "--steps", "500"),
-                           lambda: (out / "metrics.jsonl").exists() and _steps(out))  # fmt: skip
+    proc = _start_and_wait(
+        _run_cmd(base_checkpoint, out, "--steps", "500"),
+        lambda: (out / "metrics.jsonl").exists() and _steps(out),
+    )
     try:
         res = bench("run", "--resume", str(out), "--no-progress")
         assert res.returncode == 2 and f"is in use by pid {proc.pid}" in res.stderr, res.stderr
@@ -77,8 +97,10 @@ def test_a_second_process_cannot_train_into_a_running_run_dir(base_checkpoint, t
 
 def test_a_run_killed_before_its_first_checkpoint_resumes_from_step_0(base_checkpoint, tmp_path):
     out = tmp_path / "run"
-    proc = _start_and_wait(_run_cmd(base_checkpoint, out, "--steps", "4", "--checkpoint-every", "100"),
-                           lambda: (out / "metrics.jsonl").exists() and len(_steps(out)) >= 2)  # fmt: skip
+    proc = _start_and_wait(
+        _run_cmd(base_checkpoint, out, "--steps", "4", "--checkpoint-every", "100"),
+        lambda: (out / "metrics.jsonl").exists() and len(_steps(out)) >= 2,
+    )
     _kill(proc)
     assert not list((out / "checkpoints").glob("step_*"))
     res = bench("run", "--resume", str(out), "--no-progress")
@@ -98,8 +120,26 @@ def test_a_start_that_fails_before_training_removes_its_run_dir(tmp_path):
 
 
 def _eval_cmd(base: Path, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "bench.cli", "eval", "--model", str(base), "--bench", "arith", "--k", "4",
-            "--limit", "100", "--seed", "3", "--out", str(out), "--no-progress", *extra]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "bench.cli",
+        "eval",
+        "--model",
+        str(base),
+        "--bench",
+        "arith",
+        "--k",
+        "4",
+        "--limit",
+        "100",
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+        "--no-progress",
+        *extra,
+    ]
 
 
 def _without_timing(path: Path) -> list[dict]:
@@ -116,8 +156,10 @@ def test_a_killed_evaluation_resumes_and_matches_an_uninterrupted_one(base_check
     )
     assert res.returncode == 0, res.stderr
     partial = resumed / "arith.partial.jsonl"
-    proc = _start_and_wait(_eval_cmd(base_checkpoint, resumed),
-                           lambda: partial.exists() and len(partial.read_text().splitlines()) > 10)  # fmt: skip
+    proc = _start_and_wait(
+        _eval_cmd(base_checkpoint, resumed),
+        lambda: partial.exists() and len(partial.read_text().splitlines()) > 10,
+    )
     _kill(proc)
     kept = len(partial.read_text().splitlines()) - 1
     res = subprocess.run(

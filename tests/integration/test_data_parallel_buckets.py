@@ -28,9 +28,14 @@ def _free_port() -> int:
 
 def _rank_main(rank: int, port: int, results) -> None:
     os.environ.update(
-        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), ACCELERATE_USE_CPU="1",
-    )  # fmt: skip
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE="2",
+        LOCAL_WORLD_SIZE="2",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        ACCELERATE_USE_CPU="1",
+    )
     from algorithms import registry
     from bench.models.tiny import new_tiny_model
     from bench.rollout.episode import Trajectory
@@ -39,17 +44,32 @@ def _rank_main(rank: int, port: int, results) -> None:
     torch.manual_seed(0)  # same initial weights on both ranks
     policy, tokenizer = new_tiny_model(0)
     sao = registry.get("sao")
-    learner = Learner(sao(sao.Config(critic_warmup_steps=0)), policy.train(), policy_lr=1e-3, critic_lr=1e-3,
-                      grad_clip=1.0, minibatches=1, temperature=1.0, nan_patience=3)  # fmt: skip
+    learner = Learner(
+        sao(sao.Config(critic_warmup_steps=0)),
+        policy.train(),
+        policy_lr=1e-3,
+        critic_lr=1e-3,
+        grad_clip=1.0,
+        minibatches=1,
+        temperature=1.0,
+        nan_patience=3,
+    )
     rng = random.Random(rank)  # different rollouts per rank, as in a real run
     trajectories = []
     for i, n in enumerate(RESPONSE_LENGTHS[rank]):
         response = [rng.randrange(5, 40) for _ in range(n)]
         trajectories.append(
-            Trajectory(prompt_key=f"p{i}", group_id=i, prompt_ids=[tokenizer.bos_token_id, 7, 8],
-                       response_ids=response, action_mask=[1] * n, rollout_logp=[-1.0] * n,
-                       versions=[0] * n, reward=float(i % 2))
-        )  # fmt: skip
+            Trajectory(
+                prompt_key=f"p{i}",
+                group_id=i,
+                prompt_ids=[tokenizer.bos_token_id, 7, 8],
+                response_ids=response,
+                action_mask=[1] * n,
+                rollout_logp=[-1.0] * n,
+                versions=[0] * n,
+                reward=float(i % 2),
+            )
+        )
     batch = build_batch(trajectories, tokenizer.pad_token_id, max_response_tokens=128)
     for _ in range(2):
         learner.train_step(batch)

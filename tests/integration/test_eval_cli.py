@@ -82,8 +82,20 @@ def test_eval_arith_checkpoint(checkpoint, cache_dir, tmp_path):
 def test_eval_multi_turn_benchmarks_write_episodes_and_swe_predictions(checkpoint, cache_dir, tmp_path):
     out = tmp_path / "evals"
     for bench_name in ("swe-mini", "agent"):
-        res = bench_eval("--model", str(checkpoint), "--bench", bench_name, "--limit", "2", "--k", "1",
-                         "--out", str(out), cache=cache_dir, cwd=tmp_path)  # fmt: skip
+        res = bench_eval(
+            "--model",
+            str(checkpoint),
+            "--bench",
+            bench_name,
+            "--limit",
+            "2",
+            "--k",
+            "1",
+            "--out",
+            str(out),
+            cache=cache_dir,
+            cwd=tmp_path,
+        )
         assert res.returncode == 0, res.stderr
         records = [json.loads(line) for line in (out / f"{bench_name}.jsonl").read_text().splitlines()]
         assert len(records) == 2 and all(r["grader_method"] == "episode" and r["turns"] >= 1 for r in records)
@@ -152,13 +164,30 @@ def test_swe_verified_says_exactly_what_is_missing(checkpoint, cache_dir, tmp_pa
     assert "--data" in _one_line_error(res)
     # with a local copy of the instances: the episodes need the Docker runtime, which is missing here
     row = {
-        "repo": "astropy/astropy", "instance_id": "astropy__astropy-12907", "base_commit": "a" * 40,
-        "patch": "", "test_patch": "", "problem_statement": "issue", "version": "4.3",
-        "FAIL_TO_PASS": '["t.py::test_a"]', "PASS_TO_PASS": "[]", "environment_setup_commit": "b" * 40,
-        "image": "swebench/sweb.eval.x86_64.astropy_1776_astropy-12907:latest", "eval_script": "#!/bin/bash\n",
-        "log_parser": "parse_log_astropy", "eval_type": "pass_and_fail",
-    }  # fmt: skip
+        "repo": "astropy/astropy",
+        "instance_id": "astropy__astropy-12907",
+        "base_commit": "a" * 40,
+        "patch": "",
+        "test_patch": "",
+        "problem_statement": "issue",
+        "version": "4.3",
+        "FAIL_TO_PASS": '["t.py::test_a"]',
+        "PASS_TO_PASS": "[]",
+        "environment_setup_commit": "b" * 40,
+        "image": "swebench/sweb.eval.x86_64.astropy_1776_astropy-12907:latest",
+        "eval_script": "#!/bin/bash\n",
+        "log_parser": "parse_log_astropy",
+        "eval_type": "pass_and_fail",
+    }
     (tmp_path / "verified.json").write_text(json.dumps([row]))
-    res = bench_eval("--model", str(checkpoint), "--bench", "swe-verified", "--data", "verified.json",
-                     cache=cache_dir, cwd=tmp_path)  # fmt: skip
+    res = bench_eval(
+        "--model",
+        str(checkpoint),
+        "--bench",
+        "swe-verified",
+        "--data",
+        "verified.json",
+        cache=cache_dir,
+        cwd=tmp_path,
+    )
     assert "--runtime docker needs" in _one_line_error(res)

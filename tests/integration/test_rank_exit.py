@@ -15,8 +15,14 @@ REPO = Path(__file__).resolve().parents[2]
 def _bench_as_rank(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WORLD_SIZE": "2"}  # what torchrun sets for each rank
     env.pop("PYTHONUNBUFFERED", None)  # stdout to a pipe is then block-buffered: os._exit would drop it
-    return subprocess.run([sys.executable, "-m", "bench.cli", *args], capture_output=True, text=True,
-                          cwd=REPO, env=env, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "bench.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_a_rank_flushes_its_output_before_exiting():

@@ -20,13 +20,32 @@ def test_a_plugin_run_records_its_config_resumes_without_plugin_and_reports_to_t
 ):
     pytest.importorskip("tensorboard")
     out = tmp_path / "run"
-    res = bench("run", "--plugin", "reinforce_plugin", "--algo", "reinforce", "--steps", "1", "--out", str(out),
-                "--report-to", "tensorboard", *_common(base_checkpoint), env=_env(EXAMPLES))  # fmt: skip
+    res = bench(
+        "run",
+        "--plugin",
+        "reinforce_plugin",
+        "--algo",
+        "reinforce",
+        "--steps",
+        "1",
+        "--out",
+        str(out),
+        "--report-to",
+        "tensorboard",
+        *_common(base_checkpoint),
+        env=_env(EXAMPLES),
+    )
     assert res.returncode == 0, res.stderr
-    for expected in ("run finished:", "reward/mean, first 10% (step 1)", "reward/mean, last 10% (step 1)",
-                     "non-finite updates skipped", "next:",
-                     f"bench eval --model {out} --bench arith", f"bench report {out}",
-                     "bench compare --algos reinforce,grpo --task arith --budget trajectories=8"):  # fmt: skip
+    for expected in (
+        "run finished:",
+        "reward/mean, first 10% (step 1)",
+        "reward/mean, last 10% (step 1)",
+        "non-finite updates skipped",
+        "next:",
+        f"bench eval --model {out} --bench arith",
+        f"bench report {out}",
+        "bench compare --algos reinforce,grpo --task arith --budget trajectories=8",
+    ):
         assert expected in res.stdout, (expected, res.stdout)
     assert re.search(r"^trajectories trained on +8 \(generated \d+\)$", res.stdout, re.M), res.stdout
     config = json.loads((out / "config.json").read_text())

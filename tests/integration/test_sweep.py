@@ -24,12 +24,34 @@ pytestmark = pytest.mark.slow
 
 
 def _args(base: Path, out: Path, *extra: str, trials: int = 4) -> list[str]:
-    shared = {"model": str(base), "trajectories_per_step": 8, "max_new_tokens": 48, "engine_slots": 8,
-              **{f"task.{k}": v for k, v in TASK_ARGS.items()}}  # fmt: skip
+    shared = {
+        "model": str(base),
+        "trajectories_per_step": 8,
+        "max_new_tokens": 48,
+        "engine_slots": 8,
+        **{f"task.{k}": v for k, v in TASK_ARGS.items()},
+    }
     sets = [a for key, value in shared.items() for a in ("--set", f"{key}={value}")]
-    return [sys.executable, "-m", "bench.cli", "sweep", "--algo", "grpo", "--trials", str(trials),
-            "--budget", "trajectories=16", "--eval-limit", "10", "--eval-k", "1", "--out", str(out), *sets,
-            *extra]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "bench.cli",
+        "sweep",
+        "--algo",
+        "grpo",
+        "--trials",
+        str(trials),
+        "--budget",
+        "trajectories=16",
+        "--eval-limit",
+        "10",
+        "--eval-k",
+        "1",
+        "--out",
+        str(out),
+        *sets,
+        *extra,
+    ]
 
 
 def _run(cmd: list[str], timeout: int = 900) -> subprocess.CompletedProcess:
@@ -85,10 +107,35 @@ def test_a_sweep_runs_every_trial_once_and_reports(base_checkpoint, tmp_path):
     assert "sweep_grpo_optimization_history.png" in (out / "report" / "index.html").read_text()
 
     cmp_out = tmp_path / "tuned"
-    cmd = [sys.executable, "-m", "bench.cli", "compare", "--params-from-sweep", str(out), "--seeds", "1",
-           "--budget", "trajectories=8", "--eval-limit", "5", "--eval-k", "1", "--workers", "1", "--out", str(cmp_out),
-           "--set", f"model={base_checkpoint}", "--set", "trajectories_per_step=8", "--set", "max_new_tokens=48",
-           "--set", "task.max_operands=2", "--no-report"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.cli",
+        "compare",
+        "--params-from-sweep",
+        str(out),
+        "--seeds",
+        "1",
+        "--budget",
+        "trajectories=8",
+        "--eval-limit",
+        "5",
+        "--eval-k",
+        "1",
+        "--workers",
+        "1",
+        "--out",
+        str(cmp_out),
+        "--set",
+        f"model={base_checkpoint}",
+        "--set",
+        "trajectories_per_step=8",
+        "--set",
+        "max_new_tokens=48",
+        "--set",
+        "task.max_operands=2",
+        "--no-report",
+    ]
     res = _run(cmd)
     assert res.returncode == 0, res.stdout + res.stderr
     spec = json.loads((cmp_out / "comparison.json").read_text())
@@ -101,8 +148,14 @@ def test_a_sweep_runs_every_trial_once_and_reports(base_checkpoint, tmp_path):
 def test_kill_9_mid_sweep_then_the_same_command_retries_the_killed_trial(base_checkpoint, tmp_path):
     out = tmp_path / "sweep"
     cmd = _args(base_checkpoint, out, "--workers", "1", trials=2)
-    proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     metrics = out / "grpo" / "trial-000-s0" / "metrics.jsonl"
     deadline = time.time() + 300
     while not (metrics.exists() and metrics.read_text().strip()):

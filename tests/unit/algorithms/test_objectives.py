@@ -197,8 +197,9 @@ def test_whole_losses_match_their_token_terms():
     zeros = torch.zeros_like(logp)
     adv = t(1.0, 1.0, 0.0)[None]
     mask = t(1.0, 1.0, 0.0)[None]
-    clip_inputs = PolicyLossInputs(logp, rollout_logp_B_T=zeros, advantages_B_T=adv, action_mask_B_T=mask,
-                                   old_logp_B_T=zeros)  # fmt: skip
+    clip_inputs = PolicyLossInputs(
+        logp, rollout_logp_B_T=zeros, advantages_B_T=adv, action_mask_B_T=mask, old_logp_B_T=zeros
+    )
     out = clipped_policy_loss(clip_inputs, "test", eps_low=0.2, eps_high=0.2, aggregation="token-mean")
     loss, m = out.loss, out.metrics
     assert loss.item() == pytest.approx((-1.2 - 0.5) / 2)  # see test_ppo_clip_four_cases

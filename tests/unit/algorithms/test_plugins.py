@@ -100,7 +100,6 @@ def test_sao_advantages_skip_observation_gae():
     assert res.metrics["adv/lambda_policy_mean"] == pytest.approx((5 / 6 + 7 / 9) / 2)
 
 
-
 def test_sao_step_level_advantages_same_batch():
     # The batch above at step level (App. A.1). Row 0 has two steps: tokens 0-1, tokens 4-5.
     #   step-mean: V = (0.55, 0.75); step 1: A = 1 - 0.75 = 1/4;
@@ -123,6 +122,7 @@ def test_sao_step_level_advantages_same_batch():
         assert torch.allclose(res.returns_B_T, t([1, 1, 0, 0, 1, 1], [0, 0, 0, 0, 0, 0]))
     with pytest.raises(ValueError, match="advantage_granularity"):
         SAO.make_config(advantage_granularity="turn")
+
 
 # SAO / running-mean DIS batch: one agent row, action mask [1,1,0,0,1,1], rollout log-probs 0.
 # r = [0.7001 (in), 0.6999 (out), obs, obs, 5.999 (in), 6.0 (out: strict)], A = [1, 1, -, -, -2, -2].
@@ -276,8 +276,12 @@ def test_ppo_vapo_preset():
     # Vanilla VAPO: length-adaptive lambda = 1 - 1/(1.5*3) = 7/9 -> A = [49/162, 7/18, 1/2]; critic lambda 1 -> R = 1
     cfg = PPO.make_config(preset="vapo", normalize_advantages=False)
     assert (cfg.length_adaptive_lambda, cfg.alpha, cfg.lambda_critic, cfg.eps_low, cfg.eps_high) == (
-        True, 1.5, 1.0, 0.2, 0.28,
-    )  # fmt: skip
+        True,
+        1.5,
+        1.0,
+        0.2,
+        0.28,
+    )
     res = PPO(cfg).advantages(traj([1.0], [[1, 1, 1, 0]], values=[[0.5, 0.5, 0.5, 0.0]]))
     assert torch.allclose(res.advantages_B_T, t([49 / 162, 7 / 18, 0.5, 0.0]))
     assert torch.allclose(res.returns_B_T, t([1.0, 1.0, 1.0, 0.0]))

@@ -145,8 +145,13 @@ def test_describe_shows_fields_presets_and_what_each_preset_changes():
 
 
 def test_provenance_of_builtins_plugins_and_entry_points(tmp_path, monkeypatch):
-    assert registry.provenance("sao") == {"source": "built-in", "class": "algorithms.sao:SAO",
-                                          "module": "algorithms.sao", "distribution": None, "version": None}  # fmt: skip
+    assert registry.provenance("sao") == {
+        "source": "built-in",
+        "class": "algorithms.sao:SAO",
+        "module": "algorithms.sao",
+        "distribution": None,
+        "version": None,
+    }
     _fake_distribution(tmp_path, "reinforce = reinforce_plugin:Reinforce")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.syspath_prepend(str(EXAMPLES))
@@ -168,9 +173,17 @@ def test_cli_algos_name_explains_the_algorithm():
     out = _bench("algos", "sao")
     assert out.returncode == 0, out.stderr
     text = out.stdout
-    for expected in ("sao: single rollout", "paper:    Hou, Li, Tang, Dong", "source:   built-in (algorithms.sao:SAO)",
-                     "critic:   updates_per_step=2, warmup_steps=10", "eps_high", "float", "5.0",
-                     "coding                 eps_low=0.8, eps_high=3.0", "bench algos --check sao"):  # fmt: skip
+    for expected in (
+        "sao: single rollout",
+        "paper:    Hou, Li, Tang, Dong",
+        "source:   built-in (algorithms.sao:SAO)",
+        "critic:   updates_per_step=2, warmup_steps=10",
+        "eps_high",
+        "float",
+        "5.0",
+        "coding                 eps_low=0.8, eps_high=3.0",
+        "bench algos --check sao",
+    ):
         assert expected in text, expected
 
 

@@ -31,8 +31,13 @@ def test_each_budget_stops_at_its_own_count():
 
 def test_steps_add_up_and_the_critic_share_is_of_learner_time():
     c = Consumption()
-    step = {"budget/step_trajectories": 64.0, "budget/step_generated_trajectories": 72.0,
-            "budget/step_generated_tokens": 2000.0, "time/learner_s": 0.4, "time/critic_s": 0.1}  # fmt: skip
+    step = {
+        "budget/step_trajectories": 64.0,
+        "budget/step_generated_trajectories": 72.0,
+        "budget/step_generated_tokens": 2000.0,
+        "time/learner_s": 0.4,
+        "time/critic_s": 0.1,
+    }
     c.add(step, 1.5)
     c.add(step, 0.5)
     assert (c.trajectories, c.generated_trajectories, c.generated_tokens) == (128, 144, 4000)
@@ -41,8 +46,14 @@ def test_steps_add_up_and_the_critic_share_is_of_learner_time():
 
 
 def test_consumption_round_trips_through_a_checkpoint(tmp_path):
-    c = Consumption(trajectories=64, generated_trajectories=70, generated_tokens=999, elapsed_s=12.5,
-                    learner_s=3.0, critic_s=1.0)  # fmt: skip
+    c = Consumption(
+        trajectories=64,
+        generated_trajectories=70,
+        generated_tokens=999,
+        elapsed_s=12.5,
+        learner_s=3.0,
+        critic_s=1.0,
+    )
     c.save(tmp_path)
     assert Consumption.load(tmp_path) == c
     assert Consumption.load(None) == Consumption()

@@ -39,8 +39,10 @@ def test_set_and_toml_reach_engine_args():
 def test_checked_against_vllm_options():
     args = {"gpu_memory_utilization": "0.4", "enforce_eager": "false", "max_num_batched_tokens": 4096}
     assert check_engine_args("vllm", args, FIELDS) == {
-        "gpu_memory_utilization": 0.4, "enforce_eager": False, "max_num_batched_tokens": 4096
-    }  # fmt: skip
+        "gpu_memory_utilization": 0.4,
+        "enforce_eager": False,
+        "max_num_batched_tokens": 4096,
+    }
     with pytest.raises(UsageError, match=r"engine_args.gpu_memory_utilisation: not an option .*did you mean"):
         check_engine_args("vllm", {"gpu_memory_utilisation": 0.4}, FIELDS)
     with pytest.raises(UsageError, match=r"must be in \(0, 1\], got 1.5"):

@@ -166,12 +166,21 @@ def test_pass_at_k_matches_stats(tiny):
 def test_swe_verified_needs_docker_and_says_so(tiny, tmp_path):
     model, tokenizer = tiny
     row = {
-        "repo": "astropy/astropy", "instance_id": "astropy__astropy-12907", "base_commit": "a" * 40,
-        "patch": "", "test_patch": "", "problem_statement": "issue", "version": "4.3",
-        "FAIL_TO_PASS": '["t.py::test_a"]', "PASS_TO_PASS": "[]", "environment_setup_commit": "b" * 40,
-        "image": "swebench/sweb.eval.x86_64.astropy_1776_astropy-12907:latest", "eval_script": "#!/bin/bash\n",
-        "log_parser": "parse_log_astropy", "eval_type": "pass_and_fail",
-    }  # fmt: skip
+        "repo": "astropy/astropy",
+        "instance_id": "astropy__astropy-12907",
+        "base_commit": "a" * 40,
+        "patch": "",
+        "test_patch": "",
+        "problem_statement": "issue",
+        "version": "4.3",
+        "FAIL_TO_PASS": '["t.py::test_a"]',
+        "PASS_TO_PASS": "[]",
+        "environment_setup_commit": "b" * 40,
+        "image": "swebench/sweb.eval.x86_64.astropy_1776_astropy-12907:latest",
+        "eval_script": "#!/bin/bash\n",
+        "log_parser": "parse_log_astropy",
+        "eval_type": "pass_and_fail",
+    }
     data = tmp_path / "verified.json"
     data.write_text(json.dumps([row]))
     with pytest.raises(ValueError, match=r"--runtime docker needs (the swebench|a running Docker)"):

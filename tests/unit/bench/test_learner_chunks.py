@@ -43,8 +43,17 @@ def _learner(algo_name: str, chunk_tokens: int, minibatches: int = 1, **algo_con
     policy, _ = new_tiny_model(0)
     cls = registry.get(algo_name)
     algo = cls(cls.Config(**algo_config))
-    return Learner(algo, policy.train(), policy_lr=1e-6, critic_lr=1e-6, grad_clip=1.0,
-                   minibatches=minibatches, temperature=1.0, nan_patience=3, chunk_tokens=chunk_tokens)  # fmt: skip
+    return Learner(
+        algo,
+        policy.train(),
+        policy_lr=1e-6,
+        critic_lr=1e-6,
+        grad_clip=1.0,
+        minibatches=minibatches,
+        temperature=1.0,
+        nan_patience=3,
+        chunk_tokens=chunk_tokens,
+    )
 
 
 def _record_gradients(learner: Learner) -> list[list[torch.Tensor]]:

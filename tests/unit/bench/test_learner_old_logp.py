@@ -26,10 +26,17 @@ def _trajectories(tokenizer, n: int = 8) -> list[Trajectory]:
             "".join(rng.choice("0123456789\n") for _ in range(6)), add_special_tokens=False
         )
         out.append(
-            Trajectory(prompt_key=f"p{i // 4}", group_id=i // 4, prompt_ids=prompt, response_ids=response,
-                       action_mask=[1] * len(response), rollout_logp=[-1.0] * len(response),
-                       versions=[0] * len(response), reward=float(i % 2))
-        )  # fmt: skip
+            Trajectory(
+                prompt_key=f"p{i // 4}",
+                group_id=i // 4,
+                prompt_ids=prompt,
+                response_ids=response,
+                action_mask=[1] * len(response),
+                rollout_logp=[-1.0] * len(response),
+                versions=[0] * len(response),
+                reward=float(i % 2),
+            )
+        )
     return out
 
 
@@ -37,8 +44,16 @@ def _learner(minibatches: int, lr: float = 1e-2) -> tuple[Learner, object]:
     torch.manual_seed(0)
     policy, tokenizer = new_tiny_model(0)
     grpo = registry.get("grpo")
-    learner = Learner(grpo(grpo.Config(group_size=4)), policy.train(), policy_lr=lr, critic_lr=lr,
-                      grad_clip=1.0, minibatches=minibatches, temperature=1.0, nan_patience=3)  # fmt: skip
+    learner = Learner(
+        grpo(grpo.Config(group_size=4)),
+        policy.train(),
+        policy_lr=lr,
+        critic_lr=lr,
+        grad_clip=1.0,
+        minibatches=minibatches,
+        temperature=1.0,
+        nan_patience=3,
+    )
     return learner, tokenizer
 
 

@@ -120,8 +120,10 @@ def _read_mlflow(run_dir: Path, tracker) -> tuple[dict[str, list[tuple[int, floa
     from mlflow.tracking import MlflowClient
 
     client, run_id = MlflowClient(), tracker.run.info.run_id
-    scalars = {key: sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
-               for key in ("reward/mean", "loss/policy", "eval/arith/avg_at_k")}  # fmt: skip
+    scalars = {
+        key: sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
+        for key in ("reward/mean", "loss/policy", "eval/arith/avg_at_k")
+    }
     params = client.get_run(run_id).data.params
     return scalars, params.get("trajectories_per_step") == "8" and params.get("algo_config/eps_high") == "5.0"
 

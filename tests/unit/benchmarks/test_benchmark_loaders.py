@@ -192,9 +192,11 @@ def test_data_hash_is_stable_and_content_sensitive(tmp_path):
 
 
 def test_every_benchmark_is_versioned_and_pinned():
-    assert set(bench_registry.names()) == set(BENCHMARKS) >= {
-        "imo-answerbench", "beyond-aime", "aime25", "gsm8k", "swe-verified", "arith"
-    }  # fmt: skip
+    assert (
+        set(bench_registry.names())
+        == set(BENCHMARKS)
+        >= {"imo-answerbench", "beyond-aime", "aime25", "gsm8k", "swe-verified", "arith"}
+    )
     for name in bench_registry.names():
         spec = bench_registry.get(name)
         assert spec.name == name and isinstance(spec.version, int) and spec.version >= 1
@@ -239,19 +241,31 @@ def test_arith_is_the_task_eval_set():
 def swe_row(iid: str, f2p: list[str], p2p: list[str]) -> dict:
     """One instance in the official schema (test lists JSON-encoded, as on the hub)."""
     return {
-        "repo": "astropy/astropy", "instance_id": iid, "base_commit": "a" * 40,
-        "patch": "diff --git a/x.py b/x.py\n", "test_patch": "diff --git a/t.py b/t.py\n",
-        "problem_statement": f"Issue for {iid}", "hints_text": "", "created_at": "2023-01-01T00:00:00Z",
-        "version": "5.0", "FAIL_TO_PASS": json.dumps(f2p), "PASS_TO_PASS": json.dumps(p2p),
-        "environment_setup_commit": "b" * 40, "difficulty": "<15 min fix",
-        "image": f"swebench/sweb.eval.x86_64.{iid.replace('__', '_1776_')}:latest", "eval_script": "#!/bin/bash\n",
-        "log_parser": "parse_log_astropy", "eval_type": "pass_and_fail",
-    }  # fmt: skip
+        "repo": "astropy/astropy",
+        "instance_id": iid,
+        "base_commit": "a" * 40,
+        "patch": "diff --git a/x.py b/x.py\n",
+        "test_patch": "diff --git a/t.py b/t.py\n",
+        "problem_statement": f"Issue for {iid}",
+        "hints_text": "",
+        "created_at": "2023-01-01T00:00:00Z",
+        "version": "5.0",
+        "FAIL_TO_PASS": json.dumps(f2p),
+        "PASS_TO_PASS": json.dumps(p2p),
+        "environment_setup_commit": "b" * 40,
+        "difficulty": "<15 min fix",
+        "image": f"swebench/sweb.eval.x86_64.{iid.replace('__', '_1776_')}:latest",
+        "eval_script": "#!/bin/bash\n",
+        "log_parser": "parse_log_astropy",
+        "eval_type": "pass_and_fail",
+    }
 
 
 def test_swe_verified_json_fixture(tmp_path):
-    rows = [swe_row("astropy__astropy-1", ["t.py::test_new"], ["t.py::test_old", "t.py::test_other"]),
-            swe_row("astropy__astropy-2", ["t.py::test_b"], [])]  # fmt: skip
+    rows = [
+        swe_row("astropy__astropy-1", ["t.py::test_new"], ["t.py::test_old", "t.py::test_other"]),
+        swe_row("astropy__astropy-2", ["t.py::test_b"], []),
+    ]
     (tmp_path / "verified.json").write_text(json.dumps(rows), encoding="utf-8")
     instances = load_instances(data_path=tmp_path / "verified.json")
     assert all(isinstance(i, SWEInstance) for i in instances)
@@ -349,16 +363,31 @@ def write_harness_outputs(root: Path) -> Path:
         status.update(
             FAIL_TO_FAIL={"success": [], "failure": []}, PASS_TO_FAIL={"success": [], "failure": []}
         )
-        entry = {"patch_is_None": False, "patch_exists": True, "patch_successfully_applied": True,
-                 "resolved": resolved, "tests_status": status}  # fmt: skip
+        entry = {
+            "patch_is_None": False,
+            "patch_exists": True,
+            "patch_successfully_applied": True,
+            "resolved": resolved,
+            "tests_status": status,
+        }
         (base / iid / "report.json").write_text(json.dumps({iid: entry}, indent=4), encoding="utf-8")
     run_report = {
-        "total_instances": 500, "submitted_instances": 4, "completed_instances": 3,
-        "resolved_instances": 1, "unresolved_instances": 2, "empty_patch_instances": 1, "error_instances": 0,
-        "completed_ids": sorted(cases), "incomplete_ids": [], "empty_patch_ids": ["astropy__astropy-4"],
-        "submitted_ids": sorted([*cases, "astropy__astropy-4"]), "resolved_ids": ["astropy__astropy-1"],
-        "unresolved_ids": ["astropy__astropy-2", "astropy__astropy-3"], "error_ids": [], "schema_version": 2,
-    }  # fmt: skip
+        "total_instances": 500,
+        "submitted_instances": 4,
+        "completed_instances": 3,
+        "resolved_instances": 1,
+        "unresolved_instances": 2,
+        "empty_patch_instances": 1,
+        "error_instances": 0,
+        "completed_ids": sorted(cases),
+        "incomplete_ids": [],
+        "empty_patch_ids": ["astropy__astropy-4"],
+        "submitted_ids": sorted([*cases, "astropy__astropy-4"]),
+        "resolved_ids": ["astropy__astropy-1"],
+        "unresolved_ids": ["astropy__astropy-2", "astropy__astropy-3"],
+        "error_ids": [],
+        "schema_version": 2,
+    }
     path = root / f"{model.replace('/', '__')}.{run_id}.json"
     path.write_text(json.dumps(run_report, indent=4), encoding="utf-8")
     return path

@@ -55,8 +55,11 @@ def test_episode_container_arguments(monkeypatch):
         "memswap_limit": "4g",  # no swap beyond the memory limit
         "pids_limit": 256,
     }
-    assert labels == {"rl-bench.run": "runs-sao-seed-1", "rl-bench.owner": owner_label(),
-                      "rl-bench.instance": "demo__calc-1"}  # fmt: skip
+    assert labels == {
+        "rl-bench.run": "runs-sao-seed-1",
+        "rl-bench.owner": owner_label(),
+        "rl-bench.instance": "demo__calc-1",
+    }
     assert name.startswith("rl-bench.runs-sao-seed-1.demo__calc-1.") and len(name.rsplit(".", 1)[1]) == 8
     container = client.containers.run.return_value
     container.remove.assert_called_once_with(force=True)  # close removes it, once
@@ -90,8 +93,9 @@ def test_containers_left_open_are_removed_at_exit():
 
 
 def test_leftovers_of_dead_owners_are_reaped_once():
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True, check=True)  # fmt: skip
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
     dead_owner = owner_label(int(dead.stdout))  # start time unreadable now: pid alone decides
     assert not owner_alive(dead_owner) and owner_alive(owner_label())
     assert owner_alive("other-host:1:1")  # another machine's process: never touched

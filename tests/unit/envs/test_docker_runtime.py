@@ -160,9 +160,13 @@ class FakeHarness:
         tests, found = self.parse(spec, log)
         if not found:
             return {"resolved": False, "patch_successfully_applied": False}
-        status = {name: {"success": [t for t in ids if tests.get(t) == "PASSED"],
-                         "failure": [t for t in ids if tests.get(t) != "PASSED"]}
-                  for name, ids in (("FAIL_TO_PASS", [F2P]), ("PASS_TO_PASS", [P2P]))}  # fmt: skip
+        status = {
+            name: {
+                "success": [t for t in ids if tests.get(t) == "PASSED"],
+                "failure": [t for t in ids if tests.get(t) != "PASSED"],
+            }
+            for name, ids in (("FAIL_TO_PASS", [F2P]), ("PASS_TO_PASS", [P2P]))
+        }
         resolved = not status["FAIL_TO_PASS"]["failure"] and not status["PASS_TO_PASS"]["failure"]
         return {"resolved": resolved, "patch_successfully_applied": True, "tests_status": status}
 
@@ -290,8 +294,16 @@ def test_grade_tries_the_patch_fallbacks_then_gives_up():
     (container,) = client.started
     bash = [c[2] for c in container.execs if c[0] == "/bin/bash"]
     tries = [f"{c} /tmp/patch.diff" for c in GIT_APPLY_CMDS]
-    assert bash == [tries[0], RESET_BETWEEN_ATTEMPTS, tries[1], RESET_BETWEEN_ATTEMPTS, tries[2],
-                    RESET_BETWEEN_ATTEMPTS, tries[3], f"{ALREADY_APPLIED_CHECK} /tmp/patch.diff"]  # fmt: skip
+    assert bash == [
+        tries[0],
+        RESET_BETWEEN_ATTEMPTS,
+        tries[1],
+        RESET_BETWEEN_ATTEMPTS,
+        tries[2],
+        RESET_BETWEEN_ATTEMPTS,
+        tries[3],
+        f"{ALREADY_APPLIED_CHECK} /tmp/patch.diff",
+    ]
     assert container.removed == 1
 
 

@@ -112,11 +112,31 @@ def test_no_site_hooks_and_no_bytecode_reach_the_runner():
 
 @pytest.mark.parametrize(
     "path",
-    ["tests/test_a.py", "tests/helpers.py", "pkg/tests/x.py", "test/x.py", "testing/x.py", "test_a.py",
-     "pkg/a_test.py", "conftest.py", "pkg/conftest.py", "sitecustomize.py", "usercustomize.py", "a.pth",
-     "__pycache__/a.cpython-311.pyc", "pkg/__pycache__", "a.so", "a.pyc", "account.py", "pkg/testdata.py",
-     "contest.py", "attest.py", "latest/x.py", "tests"],
-)  # fmt: skip
+    [
+        "tests/test_a.py",
+        "tests/helpers.py",
+        "pkg/tests/x.py",
+        "test/x.py",
+        "testing/x.py",
+        "test_a.py",
+        "pkg/a_test.py",
+        "conftest.py",
+        "pkg/conftest.py",
+        "sitecustomize.py",
+        "usercustomize.py",
+        "a.pth",
+        "__pycache__/a.cpython-311.pyc",
+        "pkg/__pycache__",
+        "a.so",
+        "a.pyc",
+        "account.py",
+        "pkg/testdata.py",
+        "contest.py",
+        "attest.py",
+        "latest/x.py",
+        "tests",
+    ],
+)
 def test_the_child_guard_and_the_grader_protect_the_same_paths(path):
     _, changes_protected = testguard._path_checks("/repo")
     assert changes_protected(("/repo/" + path,)) == protected(path, dirs=TEST_DIRS)

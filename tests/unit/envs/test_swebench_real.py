@@ -68,8 +68,13 @@ def test_run_tests_script_is_the_eval_script_without_the_test_patch():
     ids = ["lib/matplotlib/tests/test_widgets.py::test_ellipse", "lib/matplotlib/tests/test_other.py::test_x"]
     script = harness.test_script(spec, ids)
     lines = script.splitlines()
-    assert lines[:5] == ["#!/bin/bash", "set -uxo pipefail", "source /opt/miniconda3/bin/activate",
-                         "conda activate testbed", "cd /testbed"]  # fmt: skip
+    assert lines[:5] == [
+        "#!/bin/bash",
+        "set -uxo pipefail",
+        "source /opt/miniconda3/bin/activate",
+        "conda activate testbed",
+        "cd /testbed",
+    ]
     assert "python -m pip install -e ." in lines  # the eval script's reinstall step is kept
     assert "git apply" not in script and "EOF_" not in script and "git status" not in lines
     assert lines[-5:] == [
@@ -86,9 +91,11 @@ def test_a_real_log_is_graded_exactly_as_get_eval_report_grades_it(tmp_path):
     spec = harness.spec(MATPLOTLIB)
     (tmp_path / "test_output.txt").write_text(LOG)
     expected = get_eval_report(
-        spec, {"instance_id": spec.instance_id, "model_patch": "", "model_name_or_path": "x"},
-        str(tmp_path / "test_output.txt"), include_tests_status=True,
-    )[spec.instance_id]  # fmt: skip
+        spec,
+        {"instance_id": spec.instance_id, "model_patch": "", "model_name_or_path": "x"},
+        str(tmp_path / "test_output.txt"),
+        include_tests_status=True,
+    )[spec.instance_id]
     assert harness.report(spec, "", LOG) == expected
     assert expected["resolved"] is False and expected["tests_status"]["FAIL_TO_PASS"]["failure"] == [
         "lib/matplotlib/tests/test_widgets.py::test_span_selector_bound[horizontal]",
@@ -129,8 +136,9 @@ class _Container:
 
 
 def test_the_docker_runtime_grades_through_the_real_harness():
-    client = types.SimpleNamespace(containers=types.SimpleNamespace(
-        run=lambda **kwargs: _Container(), list=lambda all, filters: []))  # fmt: skip
+    client = types.SimpleNamespace(
+        containers=types.SimpleNamespace(run=lambda **kwargs: _Container(), list=lambda all, filters: [])
+    )
     rt = DockerRuntime(client=client, harness=SwebenchHarness(), test_timeout=60)
 
     async def go():
@@ -160,8 +168,11 @@ def test_instances_and_predictions_files_pass_swebench_readers(tmp_path):
     assert [row["instance_id"] for row in loaded] == [r["instance_id"] for r in ROWS]
     harness = SwebenchHarness()
     assert [harness.image(harness.make_test_spec(row)) for row in loaded] == [r["image"] for r in ROWS]
-    records = [{"problem_id": r["instance_id"], "sample_index": j, "extracted": "diff --git a/x b/x\n" if j else ""}
-               for r in ROWS for j in (0, 1)]  # fmt: skip
+    records = [
+        {"problem_id": r["instance_id"], "sample_index": j, "extracted": "diff --git a/x b/x\n" if j else ""}
+        for r in ROWS
+        for j in (0, 1)
+    ]
     paths = write_predictions_files(tmp_path, "swe-verified", records, "org/model")
     assert [p.name for p in paths] == [
         "swe-verified.predictions.s0.jsonl",
@@ -169,5 +180,7 @@ def test_instances_and_predictions_files_pass_swebench_readers(tmp_path):
     ]
     for path, patch in zip(paths, ("", "diff --git a/x b/x\n")):
         predictions = get_predictions_from_file(str(path), str(instances), "test")
-        assert predictions == [{"instance_id": r["instance_id"], "model_name_or_path": "org/model",
-                                "model_patch": patch} for r in ROWS]  # fmt: skip
+        assert predictions == [
+            {"instance_id": r["instance_id"], "model_name_or_path": "org/model", "model_patch": patch}
+            for r in ROWS
+        ]

@@ -14,8 +14,11 @@ from .synthetic_runs import write_comparison, write_drift_run, write_jsonl
 def synthetic_dirs(tmp_path_factory) -> list[Path]:
     """A 3-arm x 2-seed comparison plus two plain drift runs (SAO and running-mean)."""
     root = tmp_path_factory.mktemp("synthetic")
-    return [write_comparison(root / "cmp"), write_drift_run(root / "drift-sao", "sao"),
-            write_drift_run(root / "drift-rm", "running-mean", "online")]  # fmt: skip
+    return [
+        write_comparison(root / "cmp"),
+        write_drift_run(root / "drift-sao", "sao"),
+        write_drift_run(root / "drift-rm", "running-mean", "online"),
+    ]
 
 
 @pytest.fixture(scope="module")

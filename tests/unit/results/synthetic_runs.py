@@ -29,10 +29,15 @@ def _metrics(arm: str, seed: int, steps: int, eval_every: int) -> list[dict]:
     rows, elapsed = [{"step": 0, "eval/arith/avg_at_k": 0.3, "eval/arith/n_operands=2/avg_at_k": 0.5}], 0.0
     for step in range(1, steps + 1):
         elapsed += 0.5 + rng.random()
-        row = {"step": step, "reward/mean": min(1.0, 0.3 + step / steps * 0.5 + 0.1 * rng.random()),
-               "rollout/action_tokens_mean": 30 + 5 * rng.random() + (step if arm == "grpo" else 0),
-               "rollout/truncated_frac": 0.05 * rng.random(), "staleness/mean": rng.random() * 2,
-               "budget/trajectories": float(PER_STEP * step), "budget/elapsed_s": elapsed}  # fmt: skip
+        row = {
+            "step": step,
+            "reward/mean": min(1.0, 0.3 + step / steps * 0.5 + 0.1 * rng.random()),
+            "rollout/action_tokens_mean": 30 + 5 * rng.random() + (step if arm == "grpo" else 0),
+            "rollout/truncated_frac": 0.05 * rng.random(),
+            "staleness/mean": rng.random() * 2,
+            "budget/trajectories": float(PER_STEP * step),
+            "budget/elapsed_s": elapsed,
+        }
         if CRITIC.get(arm, False):
             row["value/explained_variance"] = step / steps - 0.2 * rng.random()
             row["value/grad_norm"] = 2.0 + rng.random()
@@ -74,12 +79,22 @@ def _timeline(steps: int, seed: int, t0: float = 1.8e9) -> list[dict]:
     return lines
 
 
-def write_comparison(out: Path, arms=("sao", "grpo", "ppo"), seeds=(0, 1), steps: int = 40,
-                     eval_every: int = 10, timeline: bool = True) -> Path:  # fmt: skip
+def write_comparison(
+    out: Path,
+    arms=("sao", "grpo", "ppo"),
+    seeds=(0, 1),
+    steps: int = 40,
+    eval_every: int = 10,
+    timeline: bool = True,
+) -> Path:
     """A synthetic comparison directory (see the module docstring); returns `out`."""
-    spec = {"task": "arith", "arms": [{"name": a, "algo": a} for a in arms], "seeds": list(seeds),
-            "budget": {"kind": "trajectories", "amount": PER_STEP * steps},
-            "eval": {"benchmarks": ["arith"], "every": eval_every, "k": 2, "limit": 20}}  # fmt: skip
+    spec = {
+        "task": "arith",
+        "arms": [{"name": a, "algo": a} for a in arms],
+        "seeds": list(seeds),
+        "budget": {"kind": "trajectories", "amount": PER_STEP * steps},
+        "eval": {"benchmarks": ["arith"], "every": eval_every, "k": 2, "limit": 20},
+    }
     (out / "status").mkdir(parents=True)
     (out / "comparison.json").write_text(json.dumps(spec))
     for arm in arms:
@@ -95,8 +110,9 @@ def write_comparison(out: Path, arms=("sao", "grpo", "ppo"), seeds=(0, 1), steps
     return out
 
 
-def write_drift_run(out: Path, algo: str, preset: str | None = None, steps: int = 30, phase_every: int = 10,
-                    seed: int = 0) -> Path:  # fmt: skip
+def write_drift_run(
+    out: Path, algo: str, preset: str | None = None, steps: int = 30, phase_every: int = 10, seed: int = 0
+) -> Path:
     """A plain run directory of the drifting task: style share drops at each phase switch and recovers."""
     rng = np.random.default_rng(seed + len(algo))
     out.mkdir(parents=True)
@@ -107,8 +123,16 @@ def write_drift_run(out: Path, algo: str, preset: str | None = None, steps: int 
     for step in range(1, steps + 1):
         phase, into = divmod(step - 1, phase_every)
         style = min(1.0, 0.3 + 0.07 * into * (1.5 if algo == "sao" else 1) + 0.05 * rng.random())
-        rows.append({"step": step, "reward/mean": 0.8 * style, "reward/style": style, "drift/phase": float(phase),
-                     f"reward/phase_{phase}": 0.8 * style, "budget/trajectories": 32.0 * step})  # fmt: skip
+        rows.append(
+            {
+                "step": step,
+                "reward/mean": 0.8 * style,
+                "reward/style": style,
+                "drift/phase": float(phase),
+                f"reward/phase_{phase}": 0.8 * style,
+                "budget/trajectories": 32.0 * step,
+            }
+        )
     write_jsonl(out / "metrics.jsonl", rows)
     return out
 
@@ -116,7 +140,12 @@ def write_drift_run(out: Path, algo: str, preset: str | None = None, steps: int 
 def final_scores_frame() -> pd.DataFrame:
     """A hand-made table of final scores in the shape the report's tables produce."""
     return pd.DataFrame(
-        {"arm": ["sao", "grpo", "ppo"] * 2, "benchmark": ["arith"] * 3 + ["gsm-lite"] * 3,
-         "mean": [0.62, 0.55, 0.5, 0.31, 0.27, 0.2], "ci_low": [0.55, 0.47, 0.41, 0.22, 0.2, 0.12],
-         "ci_high": [0.69, 0.63, 0.59, 0.4, 0.34, 0.28], "n": [2] * 6}
-    )  # fmt: skip
+        {
+            "arm": ["sao", "grpo", "ppo"] * 2,
+            "benchmark": ["arith"] * 3 + ["gsm-lite"] * 3,
+            "mean": [0.62, 0.55, 0.5, 0.31, 0.27, 0.2],
+            "ci_low": [0.55, 0.47, 0.41, 0.22, 0.2, 0.12],
+            "ci_high": [0.69, 0.63, 0.59, 0.4, 0.34, 0.28],
+            "n": [2] * 6,
+        }
+    )

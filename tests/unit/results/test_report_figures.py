@@ -97,8 +97,14 @@ def test_write_figures_gives_every_figure_in_paper_order_with_captions_naming_ba
 
 
 def test_band_by_step_takes_mean_min_max_over_seeds_at_each_step():
-    m = pd.DataFrame({"arm": ["a"] * 4 + ["b"] * 2, "run": ["a0", "a0", "a1", "a1", "b0", "b0"],
-                      "step": [1, 2, 1, 2, 1, 2], "x": [1.0, 2.0, 3.0, np.nan, 5.0, 6.0]})  # fmt: skip
+    m = pd.DataFrame(
+        {
+            "arm": ["a"] * 4 + ["b"] * 2,
+            "run": ["a0", "a0", "a1", "a1", "b0", "b0"],
+            "step": [1, 2, 1, 2, 1, 2],
+            "x": [1.0, 2.0, 3.0, np.nan, 5.0, 6.0],
+        }
+    )
     band = band_by_step(m, "x").set_index(["arm", "step"])
     assert band.loc[("a", 1)].tolist() == [2.0, 1.0, 3.0, 2]
     assert band.loc[("a", 2)].tolist() == [2.0, 2.0, 2.0, 1]
@@ -108,8 +114,14 @@ def test_band_by_step_takes_mean_min_max_over_seeds_at_each_step():
 
 
 def test_band_on_grid_interpolates_seeds_onto_their_common_range():
-    points = pd.DataFrame({"arm": "a", "run": ["r0"] * 3 + ["r1"] * 2, "t": [0.0, 10.0, 20.0, 0.0, 16.0],
-                           "y": [0.0, 1.0, 2.0, 0.0, 3.2]})  # fmt: skip
+    points = pd.DataFrame(
+        {
+            "arm": "a",
+            "run": ["r0"] * 3 + ["r1"] * 2,
+            "t": [0.0, 10.0, 20.0, 0.0, 16.0],
+            "y": [0.0, 1.0, 2.0, 0.0, 3.2],
+        }
+    )
     band = band_on_grid(points, "t", "y")
     assert band["t"].tolist() == [0.0, 10.0, 16.0]  # 20 lies beyond r1's last point
     assert band["min"].tolist() == pytest.approx([0.0, 1.0, 1.6])
@@ -121,8 +133,12 @@ def test_timeline_frame_counts_staleness_from_the_learner_version_at_consumption
     from .synthetic_runs import write_comparison
 
     out = write_comparison(tmp_path / "cmp", arms=("grpo",), seeds=(0,), steps=1)
-    line = {"step": 3, "consumed_at": 10.0, "learner_version": 5,
-            "trajs": [[1.0, 2.0, 5, 5, 10, 1], [0.5, 2.5, 2, 4, 12, 0]]}  # fmt: skip
+    line = {
+        "step": 3,
+        "consumed_at": 10.0,
+        "learner_version": 5,
+        "trajs": [[1.0, 2.0, 5, 5, 10, 1], [0.5, 2.5, 2, 4, 12, 0]],
+    }
     (out / "runs" / "grpo-s0" / "timeline.jsonl").write_text(json.dumps(line) + "\n")
     frame = timeline_frame(load([out]), "grpo-s0")
     assert frame["staleness"].tolist() == [0.0, 3.0]

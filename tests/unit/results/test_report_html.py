@@ -45,9 +45,20 @@ def render(index: Path, profile: Path) -> dict:
     event, i.e. once every image has loaded or failed, and return what PROBE found."""
     probe = index.with_name("probe.html")
     probe.write_text(index.read_text().replace("</body>", PROBE + "</body>"))
-    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
-               f"--user-data-dir={profile}", "--dump-dom", probe.as_uri()]  # fmt: skip
+    command = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-extensions",
+        f"--user-data-dir={profile}",
+        "--dump-dom",
+        probe.as_uri(),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     found = re.search(r'<pre id="probe-result">(.*?)</pre>', done.stdout, re.S)
     assert found, f"no probe result (rc {done.returncode}): {done.stderr[-2000:]}"
@@ -60,11 +71,19 @@ def _report(dirs: list[Path], out: Path) -> tuple[Path, list[Figure]]:
     figures = write_figures(comparison, out / "figures", final_scores_frame())
     scores = final_scores_frame()
     runs = comparison.runs[["run", "arm", "seed", "state", "steps", "trajectories"]]
-    sections = [("Final scores", table_html(scores, "Final scores (mean and 95% CI over seeds)")),
-                ("Runs", table_html(runs, "Runs and their consumption"))]  # fmt: skip
-    index = write_index(out, title="Comparison <arith> & drift", intro=["Synthetic runs: 3 arms x 2 seeds."],
-                        sections=sections, figures=figures, provenance={"commit": "0" * 40, "seeds": [0, 1]},
-                        commands=["bench report cmp --out report"])  # fmt: skip
+    sections = [
+        ("Final scores", table_html(scores, "Final scores (mean and 95% CI over seeds)")),
+        ("Runs", table_html(runs, "Runs and their consumption")),
+    ]
+    index = write_index(
+        out,
+        title="Comparison <arith> & drift",
+        intro=["Synthetic runs: 3 arms x 2 seeds."],
+        sections=sections,
+        figures=figures,
+        provenance={"commit": "0" * 40, "seeds": [0, 1]},
+        commands=["bench report cmp --out report"],
+    )
     return index, figures
 
 
@@ -114,8 +133,15 @@ def test_index_escapes_text_links_figures_relatively_and_needs_no_script_or_netw
 
 
 def test_repeated_section_headings_get_distinct_anchors(tmp_path):
-    index = write_index(tmp_path, title="t", intro=[], sections=[("A", "<p>1</p>"), ("A", "<p>2</p>")],
-                        figures=[], provenance={}, commands=[])  # fmt: skip
+    index = write_index(
+        tmp_path,
+        title="t",
+        intro=[],
+        sections=[("A", "<p>1</p>"), ("A", "<p>2</p>")],
+        figures=[],
+        provenance={},
+        commands=[],
+    )
     text = index.read_text()
     assert 'id="sec-a"' in text and 'id="sec-a-2"' in text and "Provenance" not in text
 

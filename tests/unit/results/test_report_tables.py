@@ -37,26 +37,57 @@ def _run(out: Path, arm: str, seed: int, correct, state: str = "finished") -> No
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
     if correct is None:
         return
-    (run / "summary.json").write_text(json.dumps({"stopped_by": "trajectories", "wall_s": 10.0, "consumption": {
-        "trajectories": 128, "generated_tokens": 2000, "elapsed_s": 10.0, "learner_s": 4.0,
-        "critic_s": 1.0 if arm == "sao" else 0.0}}))  # fmt: skip
+    (run / "summary.json").write_text(
+        json.dumps(
+            {
+                "stopped_by": "trajectories",
+                "wall_s": 10.0,
+                "consumption": {
+                    "trajectories": 128,
+                    "generated_tokens": 2000,
+                    "elapsed_s": 10.0,
+                    "learner_s": 4.0,
+                    "critic_s": 1.0 if arm == "sao" else 0.0,
+                },
+            }
+        )
+    )
     final = run / "evals" / "final"
     final.mkdir(parents=True)
-    records = [{"problem_id": f"p{i}", "sample_index": j, "correct": bool(c)}
-               for i, row in enumerate(correct) for j, c in enumerate(row)]  # fmt: skip
+    records = [
+        {"problem_id": f"p{i}", "sample_index": j, "correct": bool(c)}
+        for i, row in enumerate(correct)
+        for j, c in enumerate(row)
+    ]
     (final / "arith.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     avg = sum(sum(r) / len(r) for r in correct) / len(correct)
-    (final / "arith.summary.json").write_text(json.dumps({"benchmark": "arith", "avg_at_k": avg, "k": 2,
-        "n_problems": 4, "version": 1, "seed": 0, "provenance": {"data_hash": "d", "sampling": {"k": 2}}}))  # fmt: skip
+    (final / "arith.summary.json").write_text(
+        json.dumps(
+            {
+                "benchmark": "arith",
+                "avg_at_k": avg,
+                "k": 2,
+                "n_problems": 4,
+                "version": 1,
+                "seed": 0,
+                "provenance": {"data_hash": "d", "sampling": {"k": 2}},
+            }
+        )
+    )
 
 
 @pytest.fixture
 def comparison_dir(tmp_path) -> Path:
     out = tmp_path / "cmp"
     out.mkdir()
-    spec = {"task": "arith", "arms": [{"name": "sao"}, {"name": "grpo"}, {"name": "ppo"}], "seeds": [0, 1],
-            "budget": {"kind": "trajectories", "amount": 128}, "eval": {"benchmarks": ["arith"]},
-            "command": "bench compare --algos sao,grpo,ppo"}  # fmt: skip
+    spec = {
+        "task": "arith",
+        "arms": [{"name": "sao"}, {"name": "grpo"}, {"name": "ppo"}],
+        "seeds": [0, 1],
+        "budget": {"kind": "trajectories", "amount": 128},
+        "eval": {"benchmarks": ["arith"]},
+        "command": "bench compare --algos sao,grpo,ppo",
+    }
     (out / "comparison.json").write_text(json.dumps(spec))
     for arm, seeds in CORRECT.items():
         for seed, correct in seeds.items():
@@ -155,10 +186,17 @@ def test_the_tuning_table_says_how_each_arm_was_chosen(comparison_dir, tmp_path)
     assert set(by_arm["tuning"]) == {"shared defaults"}  # no --params-from-sweep
 
     spec = json.loads((comparison_dir / "comparison.json").read_text())
-    spec["tuning"] = {"sweep": "sweeps/a, sweeps/b", "trials_per_arm": 20, "budget": ["trajectories", 12800],
-                      "seeds": [0], "objective": "eval/arith-val/avg_at_k",
-                      "best": {"sao": {"trial": 2, "value": 0.6675, "params": {"policy_lr": 3.1e-4, "algo.k": 2}},
-                               "grpo": {"trial": 7, "value": 0.61, "params": {"policy_lr": 1e-4}}}}  # fmt: skip
+    spec["tuning"] = {
+        "sweep": "sweeps/a, sweeps/b",
+        "trials_per_arm": 20,
+        "budget": ["trajectories", 12800],
+        "seeds": [0],
+        "objective": "eval/arith-val/avg_at_k",
+        "best": {
+            "sao": {"trial": 2, "value": 0.6675, "params": {"policy_lr": 3.1e-4, "algo.k": 2}},
+            "grpo": {"trial": 7, "value": 0.61, "params": {"policy_lr": 1e-4}},
+        },
+    }
     (comparison_dir / "comparison.json").write_text(json.dumps(spec))
     lone = tmp_path / "lone"  # a run directory given alone has no comparison to say how it was tuned
     _run(lone, "dapo", 0, CORRECT["sao"][0])

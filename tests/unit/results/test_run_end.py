@@ -9,9 +9,18 @@ METRICS = [{"step": 0, "eval/arith/avg_at_k": 0.2}] + [
     {"step": s, "reward/mean": s / 20, "rollout/stale_dropped": 1.0 if s == 3 else 0.0} for s in range(1, 21)
 ]
 METRICS[-1]["eval/arith/avg_at_k"] = 0.6
-SUMMARY = {"steps": 20, "wall_s": 10.0, "stopped_by": "trajectories", "nonfinite_skipped": 2,
-           "consumption": {"trajectories": 160, "generated_trajectories": 168, "generated_tokens": 4000,
-                           "elapsed_s": 9.5}}  # fmt: skip
+SUMMARY = {
+    "steps": 20,
+    "wall_s": 10.0,
+    "stopped_by": "trajectories",
+    "nonfinite_skipped": 2,
+    "consumption": {
+        "trajectories": 160,
+        "generated_trajectories": 168,
+        "generated_tokens": 4000,
+        "elapsed_s": 9.5,
+    },
+}
 
 
 def test_reward_windows_cover_the_first_and_last_tenth():

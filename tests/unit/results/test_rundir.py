@@ -89,8 +89,10 @@ def test_a_checkpoint_interrupted_before_its_rename_is_not_listed(tmp_path):
 
 def _holder(path: Path) -> subprocess.Popen:
     """A second process that locks `path` and then sleeps."""
-    code = f"from results.rundir import RunDir; RunDir({str(path)!r}).lock(); print('locked', flush=True); " \
-           "import time; time.sleep(60)"  # fmt: skip
+    code = (
+        f"from results.rundir import RunDir; RunDir({str(path)!r}).lock(); print('locked', flush=True); "
+        "import time; time.sleep(60)"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "locked"
     return proc

@@ -23,19 +23,42 @@ REPO = Path(__file__).resolve().parents[3]
 def _reference(root: Path, name: str, scores: dict, diffs: list[tuple]) -> None:
     tables = root / name / "tables"
     tables.mkdir(parents=True)
-    pd.DataFrame([{"arm": a, "benchmark": b, "mean": m, "ci_low": m - 0.05, "ci_high": m + 0.05, "n_seeds": 3}
-                  for (a, b), m in scores.items()]).to_csv(tables / "scores.csv", index=False)  # fmt: skip
-    pd.DataFrame([{"arm": a, "baseline": o, "benchmark": b, "diff": d, "ci_low": lo, "ci_high": hi, "p_value": p,
-                   "n_seeds": 3} for a, o, b, d, lo, hi, p in diffs]).to_csv(tables / "differences.csv", index=False)  # fmt: skip
+    pd.DataFrame(
+        [
+            {"arm": a, "benchmark": b, "mean": m, "ci_low": m - 0.05, "ci_high": m + 0.05, "n_seeds": 3}
+            for (a, b), m in scores.items()
+        ]
+    ).to_csv(tables / "scores.csv", index=False)
+    pd.DataFrame(
+        [
+            {
+                "arm": a,
+                "baseline": o,
+                "benchmark": b,
+                "diff": d,
+                "ci_low": lo,
+                "ci_high": hi,
+                "p_value": p,
+                "n_seeds": 3,
+            }
+            for a, o, b, d, lo, hi, p in diffs
+        ]
+    ).to_csv(tables / "differences.csv", index=False)
     spec = {"budget": {"kind": "trajectories", "amount": 640}, "tuning": {"trials_per_arm": 20}}
     (root / name / "provenance.json").write_text(json.dumps({"specs": [spec]}))
 
 
 def test_verdicts_follow_the_confidence_interval(tmp_path):
-    _reference(tmp_path, "arith", {("sao", "arith"): 0.7, ("grpo", "arith"): 0.5, ("grpo+dis", "arith"): 0.69},
-               [("sao", "grpo", "arith", 0.2, 0.1, 0.3, 0.001),  # above 0
-                ("grpo+dis", "grpo", "arith", -0.1, -0.2, -0.01, 0.02),  # below 0
-                ("sao", "grpo+dis", "arith", 0.01, -0.03, 0.05, 0.6)])  # fmt: skip
+    _reference(
+        tmp_path,
+        "arith",
+        {("sao", "arith"): 0.7, ("grpo", "arith"): 0.5, ("grpo+dis", "arith"): 0.69},
+        [
+            ("sao", "grpo", "arith", 0.2, 0.1, 0.3, 0.001),  # above 0
+            ("grpo+dis", "grpo", "arith", -0.1, -0.2, -0.01, 0.02),  # below 0
+            ("sao", "grpo+dis", "arith", 0.01, -0.03, 0.05, 0.6),
+        ],
+    )
     rows = {r["claim"]: r for r in verdict_rows(tmp_path)}
     assert len(rows) == len(CLAIMS)
     sao_grpo = rows["Table 1: SAO > GRPO (math)"]
@@ -50,8 +73,12 @@ def test_verdicts_follow_the_confidence_interval(tmp_path):
 
 
 def test_a_figure_claim_without_paper_numbers_gives_the_papers_words_and_a_verdict(tmp_path):
-    _reference(tmp_path, "drift", {("sao", "drift-recovery"): 0.6, ("running-mean", "drift-recovery"): 0.4},
-               [("sao", "running-mean", "drift-recovery", 0.2, 0.05, 0.35, 0.01)])  # fmt: skip
+    _reference(
+        tmp_path,
+        "drift",
+        {("sao", "drift-recovery"): 0.6, ("running-mean", "drift-recovery"): 0.4},
+        [("sao", "running-mean", "drift-recovery", 0.2, 0.05, 0.35, 0.01)],
+    )
     row = next(r for r in verdict_rows(tmp_path) if r["claim"].startswith("Fig. 5"))
     assert row["paper"] == "after each shift (no numbers)" and row["verdict"] == "reproduces"
     assert row["here"] == "60.0 [55.0, 65.0] vs 40.0 [35.0, 45.0] (drift-recovery)"
@@ -60,8 +87,12 @@ def test_a_figure_claim_without_paper_numbers_gives_the_papers_words_and_a_verdi
 
 def test_write_verdicts_fills_the_readme_block_with_links_from_the_readme(tmp_path):
     root = tmp_path / "results" / "reference"
-    _reference(root, "arith", {("sao", "arith"): 0.7, ("grpo", "arith"): 0.5},
-               [("sao", "grpo", "arith", 0.2, 0.1, 0.3, 0.001)])  # fmt: skip
+    _reference(
+        root,
+        "arith",
+        {("sao", "arith"): 0.7, ("grpo", "arith"): 0.5},
+        [("sao", "grpo", "arith", 0.2, 0.1, 0.3, 0.001)],
+    )
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n\n{README_START}\nold\n{README_END}\n\nafter\n")
     path = write_verdicts(root, readme)

@@ -16,29 +16,49 @@ from sweeps.show import best_arms
 from sweeps.study import SweepError, SweepSpec, save_spec
 
 
-def _sweep(out: Path, arms: list[Arm], values: dict[str, list[float]], trials: int = 20,
-           budget: float = 12800) -> Path:  # fmt: skip
+def _sweep(
+    out: Path, arms: list[Arm], values: dict[str, list[float]], trials: int = 20, budget: float = 12800
+) -> Path:
     """A sweep directory whose studies hold completed trials with these policy_lr -> values."""
-    spec = SweepSpec(task="arith", arms=tuple(arms), trials=trials, objective="eval/arith-val/avg_at_k",
-                     direction="maximize", budget=("trajectories", budget), seeds=(0,), eval_k=2, eval_limit=200,
-                     eval_every=25, pruner="hyperband")  # fmt: skip
+    spec = SweepSpec(
+        task="arith",
+        arms=tuple(arms),
+        trials=trials,
+        objective="eval/arith-val/avg_at_k",
+        direction="maximize",
+        budget=("trajectories", budget),
+        seeds=(0,),
+        eval_k=2,
+        eval_limit=200,
+        eval_every=25,
+        pruner="hyperband",
+    )
     save_spec(out, spec, {"storage": ""})
     storage = open_storage("", out / "study.journal")
     lr = optuna.distributions.FloatDistribution(1e-6, 1e-2, log=True)
     for arm in arms:
         study = optuna.create_study(study_name=spec.study_name(arm), storage=storage, direction="maximize")
         for i, value in enumerate(values.get(arm.name, [])):
-            study.add_trial(optuna.trial.create_trial(params={"policy_lr": 1e-4 * (i + 1), "algo.eps_high": 0.2},
-                                                      distributions={"policy_lr": lr, "algo.eps_high":
-                                                                     optuna.distributions.FloatDistribution(0.1, 0.4)},
-                                                      value=value))  # fmt: skip
+            study.add_trial(
+                optuna.trial.create_trial(
+                    params={"policy_lr": 1e-4 * (i + 1), "algo.eps_high": 0.2},
+                    distributions={
+                        "policy_lr": lr,
+                        "algo.eps_high": optuna.distributions.FloatDistribution(0.1, 0.4),
+                    },
+                    value=value,
+                )
+            )
     return out
 
 
 def test_arms_of_two_sweeps_take_their_best_trials(tmp_path):
     first = _sweep(tmp_path / "sao", [Arm("sao", "sao")], {"sao": [0.60, 0.67, 0.62]})
-    second = _sweep(tmp_path / "rest", [Arm("grpo", "grpo"), Arm("sao:dis-only", "sao", "dis-only")],
-                    {"grpo": [0.55, 0.50], "sao:dis-only": [0.58, 0.59, 0.64]})  # fmt: skip
+    second = _sweep(
+        tmp_path / "rest",
+        [Arm("grpo", "grpo"), Arm("sao:dis-only", "sao", "dis-only")],
+        {"grpo": [0.55, 0.50], "sao:dis-only": [0.58, 0.59, 0.64]},
+    )
     arms, tuning = best_arms([first, second])
     by_name = {a.name: a for a in arms}
     assert list(by_name) == ["sao", "grpo", "sao:dis-only"]

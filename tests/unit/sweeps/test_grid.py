@@ -21,25 +21,34 @@ from sweeps.grid import (
 
 
 def _spec(**kw) -> ComparisonSpec:
-    base = dict(task="arith", arms=tuple(parse_arms("sao,grpo+dis,ppo:vapo")), seeds=(0, 1),
-                budget=("trajectories", 1280), eval=EvalPlan(("arith",), every=20, k=4, limit=100, seed=7),
-                shared={"mode": "sync", "trajectories_per_step": 64})  # fmt: skip
+    base = dict(
+        task="arith",
+        arms=tuple(parse_arms("sao,grpo+dis,ppo:vapo")),
+        seeds=(0, 1),
+        budget=("trajectories", 1280),
+        eval=EvalPlan(("arith",), every=20, k=4, limit=100, seed=7),
+        shared={"mode": "sync", "trajectories_per_step": 64},
+    )
     return ComparisonSpec(**{**base, **kw})
 
 
 def test_arms_from_a_list_with_presets_and_the_paper_alias():
     arms = parse_arms("sao, grpo+dis ,ppo:vapo")
     assert [(a.name, a.algo, a.preset, a.slug) for a in arms] == [
-        ("sao", "sao", None, "sao"), ("grpo+dis", "grpo", "dis", "grpo+dis"), ("ppo:vapo", "ppo", "vapo", "ppo_vapo"),
-    ]  # fmt: skip
+        ("sao", "sao", None, "sao"),
+        ("grpo+dis", "grpo", "dis", "grpo+dis"),
+        ("ppo:vapo", "ppo", "vapo", "ppo_vapo"),
+    ]
     with pytest.raises(GridError, match="names the arm 'sao' twice"):
         parse_arms("sao,sao")
 
 
 def test_arms_from_a_toml_file(tmp_path):
     path = tmp_path / "arms.toml"
-    path.write_text('[arms.sao-k1]\nalgo = "sao"\npreset = "single-critic-update"\nalgo_args = { eps_high = 4.0 }\n'
-                    '[arms.grpo]\nalgo = "grpo"\nset = { policy_lr = 5e-5 }\n')  # fmt: skip
+    path.write_text(
+        '[arms.sao-k1]\nalgo = "sao"\npreset = "single-critic-update"\nalgo_args = { eps_high = 4.0 }\n'
+        '[arms.grpo]\nalgo = "grpo"\nset = { policy_lr = 5e-5 }\n'
+    )
     arms = parse_arms(str(path))
     assert arms[0] == Arm("sao-k1", "sao", "single-critic-update", {"eps_high": 4.0}, {})
     assert arms[1].config_layer() == {"algo": "grpo", "policy_lr": 5e-5}

@@ -78,8 +78,12 @@ def test_a_silent_worker_s_run_is_taken_over_after_its_lease(storage_url, tmp_pa
 
 
 def test_a_dead_worker_of_this_host_is_taken_over_at_once(storage_url, tmp_path):
-    proc = subprocess.run([sys.executable, "-c", "from sweeps.queue import worker_id; print(worker_id())"],
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", "from sweeps.queue import worker_id; print(worker_id())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     gone = proc.stdout.strip()
     assert is_dead_here(gone) and not is_dead_here(worker_id())
     q = _queue(storage_url, tmp_path)  # a long lease: only the dead process gives the run away

@@ -33,13 +33,26 @@ def _space(algo: str, preset=None, overrides=None):
     return base, config, params, fixed
 
 
-@pytest.mark.parametrize("algo, preset", [("sao", None), ("grpo", None), ("grpo", "dis"), ("dapo", None), ("ppo", None),
-                                          ("ppo", "vapo"), ("rloo", None), ("running-mean", None)])  # fmt: skip
+@pytest.mark.parametrize(
+    "algo, preset",
+    [
+        ("sao", None),
+        ("grpo", None),
+        ("grpo", "dis"),
+        ("dapo", None),
+        ("ppo", None),
+        ("ppo", "vapo"),
+        ("rloo", None),
+        ("running-mean", None),
+    ],
+)
 def test_every_space_builds_valid_configs_at_its_extremes_and_defaults(algo, preset):
     base, config, params, _ = _space(algo, preset)
     assert params and params[0].name == "policy_lr" and params[0].low == pytest.approx(1e-5)
-    for pick in (lambda p: p.low if p.kind != "categorical" else p.choices[0],
-                 lambda p: p.high if p.kind != "categorical" else p.choices[-1]):  # fmt: skip
+    for pick in (
+        lambda p: p.low if p.kind != "categorical" else p.choices[0],
+        lambda p: p.high if p.kind != "categorical" else p.choices[-1],
+    ):
         values = {p.name: (int(pick(p)) if p.kind == "int" else pick(p)) for p in params}
         build_config(base, {"trajectories_per_step": 64}, as_layer(values))
     defaults = paper_defaults(params, config, TINY)
@@ -50,9 +63,14 @@ def test_every_space_builds_valid_configs_at_its_extremes_and_defaults(algo, pre
 def test_the_first_trial_is_the_paper_s_defaults():
     _, config, params, _ = _space("sao")
     assert paper_defaults(params, config, TINY) == {
-        "policy_lr": 1e-4, "algo.eps_low": 0.3, "algo.eps_high": 5.0, "algo.critic_updates_per_step": 2,
-        "critic_lr": 1e-3, "algo.critic_warmup_steps": 10, "algo.alpha": 1.5,
-    }  # fmt: skip
+        "policy_lr": 1e-4,
+        "algo.eps_low": 0.3,
+        "algo.eps_high": 5.0,
+        "algo.critic_updates_per_step": 2,
+        "critic_lr": 1e-3,
+        "algo.critic_warmup_steps": 10,
+        "algo.alpha": 1.5,
+    }
     _, config, params, _ = _space("grpo", "dis")  # the DIS preset searches the DIS band
     assert {"algo.dis_eps_low", "algo.dis_eps_high"} <= {p.name for p in params}
 
@@ -66,9 +84,11 @@ def test_an_ablation_preset_keeps_the_critic_updates_that_define_it(preset):
 
 def test_a_space_file_replaces_adds_and_fixes_parameters(tmp_path):
     path = tmp_path / "space.toml"
-    path.write_text('[params."algo.eps_high"]\ntype = "float"\nlow = 2.0\nhigh = 3.0\n'
-                    '[params.policy_lr]\nfixed = 5e-5\n'
-                    '[params.minibatches]\ntype = "categorical"\nchoices = [1, 2]\n')  # fmt: skip
+    path.write_text(
+        '[params."algo.eps_high"]\ntype = "float"\nlow = 2.0\nhigh = 3.0\n'
+        "[params.policy_lr]\nfixed = 5e-5\n"
+        '[params.minibatches]\ntype = "categorical"\nchoices = [1, 2]\n'
+    )
     overrides = load_space_file(path)
     assert overrides["policy_lr"] == Fixed(5e-5)
     _, _, params, fixed = _space("sao", overrides=overrides)
@@ -78,12 +98,15 @@ def test_a_space_file_replaces_adds_and_fixes_parameters(tmp_path):
     assert by_name["minibatches"].choices == (1, 2)
 
 
-@pytest.mark.parametrize("table, message", [
-    ({"type": "gauss", "low": 0, "high": 1}, "type 'gauss'; valid types: float, int, categorical"),
-    ({"type": "float", "low": 2, "high": 1}, "needs numbers low < high"),
-    ({"type": "float", "low": 0.0, "high": 1, "log": True}, "a log scale needs low > 0"),
-    ({"type": "categorical", "choices": []}, "needs a non-empty 'choices' list"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "table, message",
+    [
+        ({"type": "gauss", "low": 0, "high": 1}, "type 'gauss'; valid types: float, int, categorical"),
+        ({"type": "float", "low": 2, "high": 1}, "needs numbers low < high"),
+        ({"type": "float", "low": 0.0, "high": 1, "log": True}, "a log scale needs low > 0"),
+        ({"type": "categorical", "choices": []}, "needs a non-empty 'choices' list"),
+    ],
+)
 def test_bad_distributions_are_one_line_errors(table, message):
     with pytest.raises(SpaceError, match=message.replace("(", r"\(").replace(")", r"\)")):
         param_from_table("x", table)
@@ -107,8 +130,17 @@ def _trial_run(study, seeds=(0,), pruner="wilcoxon"):
     from sweeps.study import SweepSpec
     from sweeps.trials import TrialRun
 
-    spec = SweepSpec("arith", (Arm("grpo", "grpo"),), 5, "eval/arith-val/avg_at_k", "maximize", ("trajectories", 64),
-                     seeds, pruner=pruner, eval_every=1)  # fmt: skip
+    spec = SweepSpec(
+        "arith",
+        (Arm("grpo", "grpo"),),
+        5,
+        "eval/arith-val/avg_at_k",
+        "maximize",
+        ("trajectories", 64),
+        seeds,
+        pruner=pruner,
+        eval_every=1,
+    )
     trial = study.ask()
     return trial, TrialRun(Path("/nonexistent"), spec, spec.arms[0], trial, None, {}, None)
 
@@ -131,8 +163,14 @@ def test_the_wilcoxon_pruner_prunes_a_trial_worse_on_most_problems():
 
 # The curves of a 20-trial SAO sweep on arith (eval every 50 of 200 steps: 4 reports): four
 # healthy trials, then collapsed ones (policy LR 5e-4 and 7e-4), which ran to the end.
-HEALTHY = [[0.535, 0.605, 0.618, 0.645], [0.522, 0.61, 0.608, 0.657], [0.497, 0.5, 0.55, 0.477],
-           [0.522, 0.593, 0.667, 0.642], [0.527, 0.62, 0.627, 0.69], [0.557, 0.615, 0.65, 0.66]]  # fmt: skip
+HEALTHY = [
+    [0.535, 0.605, 0.618, 0.645],
+    [0.522, 0.61, 0.608, 0.657],
+    [0.497, 0.5, 0.55, 0.477],
+    [0.522, 0.593, 0.667, 0.642],
+    [0.527, 0.62, 0.627, 0.69],
+    [0.557, 0.615, 0.65, 0.66],
+]
 COLLAPSED = [[0.045, 0.0, 0.0, 0.0], [0.09, 0.043, 0.0, 0.022], [0.06, 0.01, 0.0, 0.0]]
 
 
@@ -175,8 +213,17 @@ def test_the_hyperband_resource_is_the_trials_report_count():
     from sweeps.sweep_worker import expected_reports
 
     def spec(budget, objective="eval/arith-val/avg_at_k", seeds=(0,), every=25):
-        return SweepSpec("arith", (Arm("sao", "sao"),), 20, objective, "maximize", budget, seeds,
-                         pruner="hyperband", eval_every=every)  # fmt: skip
+        return SweepSpec(
+            "arith",
+            (Arm("sao", "sao"),),
+            20,
+            objective,
+            "maximize",
+            budget,
+            seeds,
+            pruner="hyperband",
+            eval_every=every,
+        )
 
     assert expected_reports(spec(("trajectories", 12800)), 64) == 8  # 200 steps, every 25
     assert (
