@@ -146,9 +146,9 @@ def _measure_modes(repeats: int, task: str, task_args: dict[str, Any], base: Pat
 
 def sandbox_section(repeats: int, quick: bool) -> dict[str, Any]:
     """The sandbox's median overhead for running a trivial test file, over a plain subprocess
-    (`envs.sandbox_perf.measure_test_file_overhead`)."""
+    (`envs.sandbox.perf.measure_test_file_overhead`)."""
     from envs.sandbox import Sandbox
-    from envs.sandbox_perf import RUNNER, measure_test_file_overhead
+    from envs.sandbox.perf import RUNNER, measure_test_file_overhead
 
     n = 3 if quick else max(10, 2 * repeats)
     try:

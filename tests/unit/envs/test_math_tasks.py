@@ -1,5 +1,5 @@
 """Tests for the `math` task (envs/math/tasks.py), its Python tool (envs/math/python_tool.py)
-and the sandbox test-file overhead probe (envs/sandbox_perf.py).
+and the sandbox test-file overhead probe (envs/sandbox/perf.py).
 
 Tool episodes run real sandboxed programs with a 1-CPU-second limit, so the infinite loop
 costs about one second.
@@ -22,7 +22,7 @@ from envs.math.graders import grade_gsm8k, grade_symbolic
 from envs.math.python_tool import MathToolEnv, strip_code_fence, truncate_middle
 from envs.math.tasks import INSTRUCTION, MISSING_DATA, MathTask, split_position
 from envs.registry import UnknownTaskError
-from envs.sandbox_perf import measure_test_file_overhead
+from envs.sandbox.perf import measure_test_file_overhead
 
 GSM8K = "gsm8k/test.jsonl"  # in the shared benchmark data (`shared_data` fixture)
 GSM8K_ROWS = 1319

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from envs import sandbox as sandbox_module
-from envs._sandbox_host import UID_BASE, UID_SLOTS, FreeSlots
 from envs.sandbox import Sandbox, SandboxLimits
+from envs.sandbox.host import UID_BASE, UID_SLOTS, FreeSlots
 
 CAPS = Sandbox.capabilities()
 REPO = Path(__file__).resolve().parents[3]

@@ -8,16 +8,20 @@ machine lacks are skipped with the reason.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from envs.sandbox import Sandbox, SandboxLimits
+from envs.sandbox.probe import PATH, child_command, keep_paths
 
 CAPS = Sandbox.capabilities()
 
@@ -191,3 +195,19 @@ def test_new_user_namespaces_are_denied() -> None:
         if shutil.which("unshare"):
             res = sb.run(["unshare", "--user", "true"])
             assert res.returncode != 0 and "Operation not permitted" in res.stderr
+
+
+def test_child_helper_imports_only_the_standard_library_and_its_two_siblings() -> None:
+    """The child helper runs with the harness's privileges before it is isolated, and before any
+    program: it must import neither the project (envs, the package's harness side) nor site
+    packages. `-X importtime` lists every module it imports, its probe's forks included."""
+    cfg = {"probe": True, "uid": 65534, "gid": 65534, "python": sys.executable, "keep": keep_paths()}
+    cmd = child_command(cfg, [])
+    cmd[1:1] = ["-X", "importtime"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env={"PATH": PATH})
+    assert json.loads(done.stdout)["rlimits"] is True, done.stderr[-2000:]  # it ran to the end
+    lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
+    tops = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in lines[1:]}  # [0]: the header
+    siblings = {"child", "namespaces", "limits"}
+    assert siblings <= tops
+    assert tops - siblings <= sys.stdlib_module_names, tops - siblings - sys.stdlib_module_names

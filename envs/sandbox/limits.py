@@ -1,4 +1,4 @@
-"""Limits and privileges for the sandbox's child helper (`envs._sandbox_child`); child side.
+"""Limits and privileges for the sandbox's child helper (`envs.sandbox.child`); child side.
 
 Everything here acts on the calling process and is inherited by what it starts:
 

@@ -1,6 +1,6 @@
 """What isolation this machine provides, for `envs.sandbox.Sandbox.capabilities()`.
 
-The child helper (`envs._sandbox_child`, ``probe``) tries each namespace, mount, privilege and
+The child helper (`envs.sandbox.child`, ``probe``) tries each namespace, mount, privilege and
 seccomp step in a throwaway child; this side adds what only the harness can try (a cgroup of
 its own, a tmpfs working directory) and the derived guarantees. Run once per process.
 Standard library only.
@@ -15,12 +15,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from envs import _sandbox_cgroup as cgroup
-from envs._sandbox_host import make_workdir, remove_workdir
+import envs.sandbox.cgroup as cgroup
+from envs.sandbox.host import make_workdir, remove_workdir
 
-CHILD = Path(__file__).with_name("_sandbox_child.py")
+CHILD = Path(__file__).with_name("child.py")
 # Imports the helper as a module (so its bytecode is cached), appended: the stdlib comes first.
-_BOOT = f"import sys; sys.path.append({str(CHILD.parent)!r}); import _sandbox_child; _sandbox_child.main()"
+_BOOT = f"import sys; sys.path.append({str(CHILD.parent)!r}); import child; child.main()"
 PATH = "/usr/local/bin:/usr/bin:/bin"
 _CHILD_KEYS = (
     "network_namespace",

@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from envs import _sandbox_cgroup as cgroup
-from envs._sandbox_limits import call
+import envs.sandbox.cgroup as cgroup
+from envs.sandbox.limits import call
 
 UID_BASE, UID_SLOTS = 1_900_000_000, 4096
 WORKDIR_PREFIX = "rlbench-sbx-"

@@ -1,4 +1,4 @@
-"""Namespaces and mounts for the sandbox's child helper (`envs._sandbox_child`); child side.
+"""Namespaces and mounts for the sandbox's child helper (`envs.sandbox.child`); child side.
 
 `enter_namespaces` moves the helper into new mount, IPC, pid (for its children) and network
 namespaces with one unshare(2); without root, inside a new user namespace that maps only the
@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import os
 
-try:  # a module of the envs package in the harness, a top-level module in the child helper
-    from ._sandbox_limits import call
+try:  # a module of the envs.sandbox package in the harness, a top-level module in the child helper
+    from .limits import call
 except ImportError:
-    from _sandbox_limits import call
+    from limits import call
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x08000000, 0x40000000
 CLONE_NEWUSER, CLONE_NEWPID = 0x10000000, 0x20000000

@@ -9,7 +9,7 @@ only for the setup steps, then drops them. Steps, in the order they require:
 1. tie to the harness: the parent-death signal SIGKILL, so that a `kill -9` of the harness
    kills this helper;
 2. new namespaces (mount + IPC, pid, network; without root inside a user namespace) and the
-   private filesystem view: own /tmp, /var/tmp, /dev/shm, hidden /run (`_sandbox_ns`); then
+   private filesystem view: own /tmp, /var/tmp, /dev/shm, hidden /run (`namespaces`); then
    wait until the harness has moved this process into the run's cgroups (root: total memory
    and task count), so that nothing the program does escapes them;
 3. with a pid namespace: fork init (pid 1 of the namespace), which mounts the private /proc,
@@ -34,12 +34,12 @@ import os
 import signal
 import sys
 
-if __package__:  # imported as envs._sandbox_child (the harness)
-    from . import _sandbox_limits as lim
-    from . import _sandbox_ns as ns
+if __package__:  # imported as envs.sandbox.child (the harness)
+    from . import limits as lim
+    from . import namespaces as ns
 else:  # imported as a top-level module by the child's BOOT line
-    import _sandbox_limits as lim
-    import _sandbox_ns as ns
+    import limits as lim
+    import namespaces as ns
 
 SETUP_FAILED = 125  # exit status when the sandbox itself could not be set up
 
