@@ -197,9 +197,8 @@ def build_config(*layers: dict[str, Any]) -> RunConfig:
     algo = layer_algo(layers, RunConfig.algo)
     merged: dict[str, Any] = {}
     for layer in layers:
-        for key, value in current_names(layer, algo).items():
-            if key in RECORDED_KEYS:
-                continue
+        settings = {key: value for key, value in layer.items() if key not in RECORDED_KEYS}
+        for key, value in current_names(settings, algo).items():
             if key not in fields:
                 raise UsageError(
                     f"unknown config field {key!r}{did_you_mean(key, fields)}; valid fields: {', '.join(fields)}"

@@ -26,7 +26,8 @@ def current_names(layer: dict[str, Any], algo: str) -> dict[str, Any]:
     current names of algorithm `algo`; a field that moved to the run config (`algo.critic_lr`
     -> `critic_lr`) moves into the layer's run fields. One-line UsageError when the layer gives
     one field under its old and its new name."""
-    if not layer.get("algo_args") and not layer.get("algo_config"):
+    args, record = layer.get("algo_args"), layer.get("algo_config")
+    if not (isinstance(args, dict) and args) and not (isinstance(record, dict) and record):
         return layer
     from algorithms import registry
     from algorithms.renames import current_record, split_algo_args
@@ -34,9 +35,9 @@ def current_names(layer: dict[str, Any], algo: str) -> dict[str, Any]:
     registry.check(algo)
     cls = registry.get(algo)
     out = dict(layer)
-    if layer.get("algo_args"):
+    if isinstance(args, dict) and args:
         try:
-            out["algo_args"], run_fields = split_algo_args(cls, dict(layer["algo_args"]))
+            out["algo_args"], run_fields = split_algo_args(cls, args)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         for key, value in run_fields.items():
@@ -46,6 +47,6 @@ def current_names(layer: dict[str, Any], algo: str) -> dict[str, Any]:
                     f"algorithm field ({value!r}); give one"
                 )
             out[key] = value
-    if isinstance(layer.get("algo_config"), dict):
-        out["algo_config"] = current_record(cls, layer["algo_config"])
+    if isinstance(record, dict) and record:
+        out["algo_config"] = current_record(cls, record)
     return out

@@ -119,6 +119,19 @@ def test_a_space_file_with_an_old_field_name_replaces_the_current_field(tmp_path
     assert len([w for w in caught if issubclass(w.category, DeprecatedFormWarning)]) == 2  # one per old name
 
 
+def test_bench_sweep_accepts_a_space_file_swept_with_old_names():
+    from algorithms.deprecation import DeprecatedFormWarning, forget_warnings
+    from bench.commands.sweep import _check_spaces
+    from sweeps.study import SweepSpec
+
+    space = {"algo.eps_high": {"type": "float", "low": 2.0, "high": 3.0}}
+    spec = SweepSpec("arith", (Arm("sao", "sao"),), 2, "reward/final", "maximize", ("trajectories", 64), (0,))
+    forget_warnings()
+    with pytest.warns(DeprecatedFormWarning, match="sao: algo.eps_high is now algo.dis_eps_high"):
+        firsts = _check_spaces(dataclasses.replace(spec, space=space), TINY)
+    assert firsts["sao"]["algo.dis_eps_high"] == 3.0  # the paper's 5.0, clipped into the file's range
+
+
 @pytest.mark.parametrize(
     "table, message",
     [
