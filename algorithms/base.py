@@ -13,15 +13,21 @@ tasks, environment observations. Padding is zero in every mask.
 Token alignment: position t of any `_T` tensor refers to response token t; `values_B_T[t]`
 is V(s_t), the critic's estimate *before* token t is emitted (read from the hidden state
 of the previous position, the same alignment as `logp_B_T`).
+
+This is version `algorithms.PLUGIN_API` of the contract. Forms of the previous version that are
+still accepted, each with one warning naming what to change (algorithms/README.md, "Changes to
+the contract"): `self.needs = ...` in `__init__`, `Trajectories(group_index_B=..., truncated_B=...)`,
+`CriticSettings(lr=...)`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any, ClassVar
 
 import torch
 
+from algorithms.deprecation import warn_once
 from algorithms.fields import doc  # noqa: F401 - re-exported: plugins import it from here
 
 # Optional inputs a plugin may declare in `Algorithm.needs`; the loop supplies exactly these.
@@ -42,6 +48,26 @@ class Trajectories:
     prompt_keys: list[str]  # [B] stable id of each prompt (for per-prompt baselines)
     max_response_tokens: int  # the rollout length limit (DAPO overlong shaping, Dr.GRPO norm)
     values_B_T: torch.Tensor | None = None  # [B, T] critic V(s_t) at rollout time, when needed
+    # removed in plugin API 2 (nothing read them); still accepted, ignored, with one warning
+    group_index_B: InitVar[torch.Tensor | None] = None
+    truncated_B: InitVar[torch.Tensor | None] = None
+
+    def __post_init__(self, group_index_B: torch.Tensor | None, truncated_B: torch.Tensor | None) -> None:
+        if isinstance(self.prompt_keys, torch.Tensor):  # plugin API 1's order: group_index_B 4th
+            group_index_B, self.prompt_keys, self.max_response_tokens, self.values_B_T = (
+                self.prompt_keys,
+                self.max_response_tokens,
+                self.values_B_T,
+                group_index_B,
+            )
+        given = {"group_index_B": group_index_B, "truncated_B": truncated_B}
+        removed = [name for name, value in given.items() if value is not None]
+        if removed:
+            warn_once(
+                "Trajectories.group_index_B",
+                f"Trajectories({'=..., '.join(removed)}=...): removed in plugin API 2 and ignored; drop "
+                "these arguments (groups are contiguous runs of `group_size` rows)",
+            )
 
     @property
     def action_lengths_B(self) -> torch.Tensor:
@@ -97,7 +123,17 @@ class CriticSettings:
     updates_per_step: int = 1  # K critic optimizer steps per policy step (SAO's TTUR: 2)
     warmup_steps: int = 0  # critic-only steps before the policy starts to move
     freeze_attention: bool = False  # freeze the critic's attention modules during RL
-    lr: float = 5e-6  # critic learning rate
+    # removed in plugin API 2: the critic's rate is the run field `critic_lr` (one knob, a default
+    # by model size like `policy_lr`); still accepted, ignored, with one warning
+    lr: InitVar[float | None] = None
+
+    def __post_init__(self, lr: float | None) -> None:
+        if lr is not None:
+            warn_once(
+                "CriticSettings.lr",
+                f"CriticSettings(lr={lr}): removed in plugin API 2 and ignored; the critic's learning rate "
+                "is the run field critic_lr (--set critic_lr=..., default by model size); drop lr=",
+            )
 
 
 class Algorithm:
@@ -109,6 +145,9 @@ class Algorithm:
     paper: ClassVar[str] = ""  # the paper (authors, title, arXiv id, equations) for `bench algos NAME`
     Config: ClassVar[type]  # frozen dataclass with paper defaults
     presets: ClassVar[dict[str, dict[str, Any]]] = {}  # named groups of config overrides
+    # old `--set` key -> the one that holds it now (`algorithms.renames`), e.g.
+    # {"algo.eps_high": "algo.clip_eps_high"}; old names are read as the new, with one warning
+    renamed_fields: ClassVar[dict[str, str]] = {}
 
     def __init__(self, config: Any | None = None) -> None:
         self.config = config if config is not None else self.Config()
@@ -120,7 +159,18 @@ class Algorithm:
         (`needs = frozenset({"old_logp"})`); one whose needs depend on its config overrides this
         property (GRPO: `old_logp` only with PPO-clip importance, `ref_logp` only with a KL term).
         The registry checks every preset's needs when it loads a plugin."""
-        return frozenset()
+        return self.__dict__.get("_needs_set_in_init", frozenset())
+
+    @needs.setter
+    def needs(self, value: Any) -> None:
+        """Plugin API 1's form, `self.needs = ...` in `__init__`: still honoured, with one warning."""
+        warn_once(
+            ("needs", type(self).__qualname__),
+            f"{getattr(self, 'name', type(self).__name__)}: `self.needs = ...` in __init__ is plugin API 1's "
+            "form and is read for now; since plugin API 2 declare `needs` as a class attribute, or as a "
+            "property when it depends on the config",
+        )
+        self.__dict__["_needs_set_in_init"] = frozenset(value)
 
     @classmethod
     def make_config(cls, preset: str | None = None, **overrides: Any) -> Any:

@@ -3,7 +3,7 @@
 Paper: Yu et al., "DAPO: An Open-Source LLM Reinforcement Learning System at Scale"
 (arXiv 2503.14476), eq. 8 (token-level clip-higher objective), eq. 13 (overlong shaping):
 
-    L = -(1 / sum_i |y_i|) sum_i sum_t min(r_t A_i, clip(r_t, 1 - eps_low, 1 + eps_high) A_i)
+    L = -(1 / sum_i |y_i|) sum_i sum_t min(r_t A_i, clip(r_t, 1 - clip_eps_low, 1 + clip_eps_high) A_i)
     A_i = group z-score of R_i = outcome_i + R_length(|y_i|)
     R_length(y) = 0                                 if |y| <= L_max - L_cache
                 = ((L_max - L_cache) - |y|) / L_cache  if L_max - L_cache < |y| <= L_max
@@ -50,8 +50,8 @@ def overlong_penalty(lengths_B: torch.Tensor, max_len: int, buffer_len: int) -> 
 @dataclass(frozen=True)
 class Config:
     group_size: int = doc("rollouts per prompt (G)", default=8)
-    eps_low: float = doc("PPO clip lower bound 1 - eps_low", default=0.2)
-    eps_high: float = doc("PPO clip upper bound 1 + eps_high (clip-higher)", default=0.28)
+    clip_eps_low: float = doc("PPO clip lower bound 1 - clip_eps_low", default=0.2)
+    clip_eps_high: float = doc("PPO clip upper bound 1 + clip_eps_high (clip-higher)", default=0.28)
     aggregation: str = doc(f"loss aggregation mode, one of {AGGREGATION_MODES}", default="token-mean")
     dynamic_sampling: bool = doc("reject groups whose rewards are all equal", default=True)
     overlong_buffer: float = doc("L_cache as a fraction of max_response_tokens (0 = off)", default=0.2)
@@ -72,6 +72,7 @@ class DAPO(Algorithm):
     Config = Config
     presets = {"no-shaping": {"overlong_buffer": 0.0, "overlong_penalty_factor": 0.0}}
     needs = frozenset({"old_logp"})
+    renamed_fields = {"algo.eps_low": "algo.clip_eps_low", "algo.eps_high": "algo.clip_eps_high"}
 
     def accept_group(self, rewards_G: torch.Tensor) -> bool:
         if not self.config.dynamic_sampling:
@@ -93,7 +94,12 @@ class DAPO(Algorithm):
 
     def policy_loss(self, inp: PolicyLossInputs) -> LossOutput:
         c = self.config
-        # token-mean of -min(r_t A_i, clip(r_t, 1 - eps_low, 1 + eps_high) A_i),  r_t = pi_theta / pi_old
+        # token-mean of -min(r_t A_i, clip(r_t, 1 - clip_eps_low, 1 + clip_eps_high) A_i),
+        # r_t = pi_theta / pi_old
         return clipped_policy_loss(
-            inp, self.name, eps_low=c.eps_low, eps_high=c.eps_high, aggregation=c.aggregation
+            inp,
+            self.name,
+            clip_eps_low=c.clip_eps_low,
+            clip_eps_high=c.clip_eps_high,
+            aggregation=c.aggregation,
         )  # loss [], metrics

@@ -33,8 +33,8 @@ from algorithms.objectives import advantage_metrics, clipped_policy_loss
 @dataclass(frozen=True)
 class Config:
     group_size: int = doc("rollouts per prompt (G)", default=8)
-    eps_low: float = doc("PPO clip lower bound 1 - eps_low", default=0.2)
-    eps_high: float = doc("PPO clip upper bound 1 + eps_high", default=0.2)
+    clip_eps_low: float = doc("PPO clip lower bound 1 - clip_eps_low", default=0.2)
+    clip_eps_high: float = doc("PPO clip upper bound 1 + clip_eps_high", default=0.2)
     aggregation: str = doc(
         f"loss aggregation mode, one of {AGGREGATION_MODES}", default="seq-mean-token-sum-norm"
     )
@@ -55,6 +55,7 @@ class DrGRPO(Algorithm):
     Config = Config
     presets: dict = {}
     needs = frozenset({"old_logp"})
+    renamed_fields = {"algo.eps_low": "algo.clip_eps_low", "algo.eps_high": "algo.clip_eps_high"}
 
     def advantages(self, traj: Trajectories) -> AdvantageResult:
         adv_B = group_center(traj.rewards_B, self.group_size)  # [B] R_i - mean_G(R)
@@ -70,12 +71,12 @@ class DrGRPO(Algorithm):
 
     def policy_loss(self, inp: PolicyLossInputs) -> LossOutput:
         c = self.config
-        # (1 / (B * L_norm)) sum_i sum_t -min(r_t A_i, clip(r_t, 1 - eps_low, 1 + eps_high) A_i)
+        # (1 / (B * L_norm)) sum_i sum_t -min(r_t A_i, clip(r_t, 1 - clip_eps_low, 1 + clip_eps_high) A_i)
         return clipped_policy_loss(
             inp,
             self.name,
-            eps_low=c.eps_low,
-            eps_high=c.eps_high,
+            clip_eps_low=c.clip_eps_low,
+            clip_eps_high=c.clip_eps_high,
             aggregation=c.aggregation,
             norm_length=self.norm_length(inp),
         )  # loss [], metrics

@@ -5,7 +5,7 @@ Paper: Shao et al., "DeepSeekMath" (arXiv 2402.03300), eq. 3; the SAO paper (arX
 G rollouts per prompt; A_i = (r_i - mean(r)) / (std(r) + eps) on every action token;
 
     r_t = pi_theta(a_t|s_t) / pi_old(a_t|s_t)
-    L = -(1/G) sum_i (1/|y_i|) sum_t [ min(r_t A_i, clip(r_t, 1-eps_low, 1+eps_high) A_i)
+    L = -(1/G) sum_i (1/|y_i|) sum_t [ min(r_t A_i, clip(r_t, 1-clip_eps_low, 1+clip_eps_high) A_i)
                                         - beta * KL_k3(pi_theta || pi_ref)_t ]
 
 Choices where the papers are silent, and deviations:
@@ -14,11 +14,12 @@ Choices where the papers are silent, and deviations:
 2. Observation tokens of agent trajectories get advantage 0 and no loss.
 3. `importance="ppo-clip"` (default): ratio against the OLD policy (the learner before
    this update, one no-grad forward pass), clip 0.2/0.2. The SAO paper's vanilla GRPO is
-   "clip-higher" without a value: preset `clip-higher` uses DAPO's eps_high = 0.28.
+   "clip-higher" without a value: preset `clip-higher` uses DAPO's clip_eps_high = 0.28.
 4. `importance="dis"` is the paper's GRPO + DIS baseline: the ratio is taken against the
    ROLLOUT log-probs and tokens outside (1 - dis_eps_low, 1 + dis_eps_high) are dropped
-   (defaults 0.3/5.0, SAO's math setting), with the detached coefficient of `sao`;
-   `eps_low`/`eps_high` are then unused and no old-policy pass is needed.
+   (defaults 0.3/5.0, SAO's math band `DIS_BAND_MATH`; preset `dis-coding`: the coding band
+   0.8/3.0), with the detached coefficient of `sao`; `clip_eps_low`/`clip_eps_high` are then
+   unused and no old-policy pass is needed.
 5. Aggregation `seq-mean-token-mean` as original GRPO and TRL `loss_type="grpo"`.
 6. beta = 0 by default (TRL's default); beta > 0 adds beta * k3 per token before
    aggregation, with no importance correction of the KL term (TRL's default).
@@ -33,6 +34,8 @@ from algorithms.advantages import broadcast_to_tokens, group_zscore
 from algorithms.aggregation import AGGREGATION_MODES, aggregate, check_aggregation, masked_mean
 from algorithms.base import AdvantageResult, Algorithm, LossOutput, PolicyLossInputs, Trajectories, doc
 from algorithms.objectives import (
+    DIS_BAND_CODING,
+    DIS_BAND_MATH,
     advantage_metrics,
     clipped_policy_loss,
     dis_policy_loss,
@@ -50,15 +53,17 @@ class Config:
     importance: str = doc(
         "'ppo-clip': clip vs the old policy; 'dis': SAO's DIS vs rollout log-probs", default="ppo-clip"
     )
-    eps_low: float = doc("PPO clip: lower bound 1 - eps_low (importance='ppo-clip' only)", default=0.2)
-    eps_high: float = doc(
-        "PPO clip: upper bound 1 + eps_high; 0.28 = clip-higher (ppo-clip only)", default=0.2
+    clip_eps_low: float = doc(
+        "PPO clip: lower bound 1 - clip_eps_low (importance='ppo-clip' only)", default=0.2
+    )
+    clip_eps_high: float = doc(
+        "PPO clip: upper bound 1 + clip_eps_high; 0.28 = clip-higher (ppo-clip only)", default=0.2
     )
     dis_eps_low: float = doc(
-        "DIS band: drop tokens with r <= 1 - dis_eps_low (importance='dis' only)", default=0.3
+        "DIS band: drop tokens with r <= 1 - dis_eps_low (importance='dis' only)", default=DIS_BAND_MATH.low
     )
     dis_eps_high: float = doc(
-        "DIS band: drop tokens with r >= 1 + dis_eps_high (importance='dis' only)", default=5.0
+        "DIS band: drop tokens with r >= 1 + dis_eps_high (importance='dis' only)", default=DIS_BAND_MATH.high
     )
     beta: float = doc("weight of the k3 KL to the reference policy (0 = no reference pass)", default=0.0)
     aggregation: str = doc(
@@ -79,9 +84,11 @@ class GRPO(Algorithm):
     paper = 'Shao et al., "DeepSeekMath", arXiv 2402.03300, eq. 3 (GRPO+DIS: arXiv 2607.07508)'
     Config = Config
     presets = {
-        "clip-higher": {"eps_high": 0.28},  # the paper's vanilla GRPO baseline
+        "clip-higher": {"clip_eps_high": 0.28},  # the paper's vanilla GRPO baseline
         "dis": {"importance": "dis"},  # the paper's GRPO + DIS baseline
+        "dis-coding": {"importance": "dis", **DIS_BAND_CODING.fields()},  # GRPO + DIS, coding band
     }
+    renamed_fields = {"algo.eps_low": "algo.clip_eps_low", "algo.eps_high": "algo.clip_eps_high"}
 
     @property
     def needs(self) -> frozenset[str]:
@@ -101,12 +108,16 @@ class GRPO(Algorithm):
         if c.importance == "dis":
             # agg_t[ -sg(f(r_t) * A_i) * log pi_theta ],  r_t = pi_theta / pi_rollout
             out = dis_policy_loss(
-                inp, eps_low=c.dis_eps_low, eps_high=c.dis_eps_high, aggregation=c.aggregation
+                inp, dis_eps_low=c.dis_eps_low, dis_eps_high=c.dis_eps_high, aggregation=c.aggregation
             )
         else:
-            # agg_t -min(r_t A_i, clip(r_t, 1 - eps_low, 1 + eps_high) A_i),  r_t = pi_theta / pi_old
+            # agg_t -min(r_t A_i, clip(r_t, 1 - clip_eps_low, 1 + clip_eps_high) A_i),  r_t = pi_theta / pi_old
             out = clipped_policy_loss(
-                inp, self.name, eps_low=c.eps_low, eps_high=c.eps_high, aggregation=c.aggregation
+                inp,
+                self.name,
+                clip_eps_low=c.clip_eps_low,
+                clip_eps_high=c.clip_eps_high,
+                aggregation=c.aggregation,
             )
         if c.beta > 0:
             # + beta * agg_t KL_k3(pi_theta || pi_ref)_t (aggregation is linear: same as adding per token)

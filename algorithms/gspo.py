@@ -4,12 +4,12 @@ Paper: Zheng et al., "Group Sequence Policy Optimization" (arXiv 2507.18071), eq
 
     s_i = (pi_theta(y_i|x) / pi_old(y_i|x))^(1/|y_i|) = exp(mean_t log r_t)
     A_i = (R_i - mean_G(R)) / std_G(R)
-    L = -(1/G) sum_i min(s_i A_i, clip(s_i, 1 - eps_low, 1 + eps_high) A_i)
+    L = -(1/G) sum_i min(s_i A_i, clip(s_i, 1 - clip_eps_low, 1 + clip_eps_high) A_i)
 
 TRL implements it as `importance_sampling_level="sequence"` with `loss_type="grpo"`.
 
 Choices where the paper is silent, and deviations:
-1. eps_low = 3e-4, eps_high = 4e-4 (the paper's setting; TRL's recommended values).
+1. clip_eps_low = 3e-4, clip_eps_high = 4e-4 (the paper's setting; TRL's recommended values).
 2. Advantages as `grpo` (unbiased std, eps 1e-4); observation tokens get 0 and do not
    enter the mean of log r_t (|y_i| counts action tokens only).
 3. The gradient flows through s_i into every token of y_i (GSPO, not GSPO-token).
@@ -31,8 +31,8 @@ from algorithms.objectives import advantage_metrics, clipped_policy_loss
 @dataclass(frozen=True)
 class Config:
     group_size: int = doc("rollouts per prompt (G)", default=8)
-    eps_low: float = doc("sequence-ratio clip lower bound 1 - eps_low", default=3e-4)
-    eps_high: float = doc("sequence-ratio clip upper bound 1 + eps_high", default=4e-4)
+    clip_eps_low: float = doc("sequence-ratio clip lower bound 1 - clip_eps_low", default=3e-4)
+    clip_eps_high: float = doc("sequence-ratio clip upper bound 1 + clip_eps_high", default=4e-4)
     aggregation: str = doc(
         f"loss aggregation mode, one of {AGGREGATION_MODES}", default="seq-mean-token-mean"
     )
@@ -50,6 +50,7 @@ class GSPO(Algorithm):
     Config = Config
     presets: dict = {}
     needs = frozenset({"old_logp"})
+    renamed_fields = {"algo.eps_low": "algo.clip_eps_low", "algo.eps_high": "algo.clip_eps_high"}
 
     def advantages(self, traj: Trajectories) -> AdvantageResult:
         adv_B = group_zscore(traj.rewards_B, self.group_size)  # [B]
@@ -58,12 +59,13 @@ class GSPO(Algorithm):
 
     def policy_loss(self, inp: PolicyLossInputs) -> LossOutput:
         c = self.config
-        # (1/G) sum_i -min(s_i A_i, clip(s_i, 1 - eps_low, 1 + eps_high) A_i),  s_i = exp(mean_t log r_t)
+        # (1/G) sum_i -min(s_i A_i, clip(s_i, 1 - clip_eps_low, 1 + clip_eps_high) A_i),
+        # s_i = exp(mean_t log r_t)
         return clipped_policy_loss(
             inp,
             self.name,
-            eps_low=c.eps_low,
-            eps_high=c.eps_high,
+            clip_eps_low=c.clip_eps_low,
+            clip_eps_high=c.clip_eps_high,
             aggregation=c.aggregation,
             ratio_level="sequence-mean",
         )  # loss [], metrics

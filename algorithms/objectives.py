@@ -6,6 +6,7 @@ returned per token (`_B_T`) so that each plugin picks its own aggregation mode
 (`algorithms.aggregation.aggregate`); metric helpers return python floats.
 
 - input hygiene: `select_tokens` (zero everything outside the mask), `require`
+- the paper's DIS bands: `DIS_BAND_MATH`, `DIS_BAND_CODING` (the one home of these numbers)
 - importance ratios: `log_ratio`, `ratio`, `sequence_ratio`
 - policy terms: `dis_coefficient`, `dis_token_loss` (SAO's DIS), `ppo_clip_token_loss`,
   `k3_kl`
@@ -14,16 +15,44 @@ returned per token (`_B_T`) so that each plugin picks its own aggregation mode
 - whole policy losses (per-token term, aggregation and metrics), so plugins that share an
   objective share its code: `dis_policy_loss` (sao, running-mean, grpo with DIS) and
   `clipped_policy_loss` (ppo, grpo, dapo, dr-grpo, gspo, rloo)
+
+One name per knob: `dis_eps_low`/`dis_eps_high` is always the DIS band (tokens with r outside
+(1 - dis_eps_low, 1 + dis_eps_high) are dropped), `clip_eps_low`/`clip_eps_high` always PPO's
+clip range [1 - clip_eps_low, 1 + clip_eps_high]. The names before plugin API 2 (`eps_low`,
+`eps_high` for both) are still accepted as keywords, with one warning.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 
 from algorithms.aggregation import aggregate, masked_mean
 from algorithms.base import LossOutput, PolicyLossInputs
+from algorithms.deprecation import renamed_keywords
 
 RATIO_LEVELS = ("token", "sequence-mean", "sequence-sum")
+_DIS_NAMES = {"eps_low": "dis_eps_low", "eps_high": "dis_eps_high"}  # plugin API 1 -> 2
+_CLIP_NAMES = {"eps_low": "clip_eps_low", "eps_high": "clip_eps_high"}
+
+
+class DisBand(NamedTuple):
+    """A DIS band: tokens whose ratio r is not inside (1 - low, 1 + high) are dropped."""
+
+    low: float
+    high: float
+
+    def fields(self) -> dict[str, float]:
+        """The band as config fields (`dis_eps_low`, `dis_eps_high`), e.g. for a preset."""
+        return {"dis_eps_low": self.low, "dis_eps_high": self.high}
+
+
+DIS_BAND_MATH = DisBand(0.3, 5.0)
+"""The SAO paper's DIS band for math reasoning (sao's default and preset `math`, grpo's DIS
+default, running-mean's default)."""
+DIS_BAND_CODING = DisBand(0.8, 3.0)
+"""The SAO paper's DIS band for coding agents (sao's preset `coding`, grpo's `dis-coding`)."""
 
 # ---- input hygiene ----------------------------------------------------------------------
 
@@ -82,25 +111,27 @@ def sequence_ratio(
 # ---- policy terms -----------------------------------------------------------------------
 
 
+@renamed_keywords(**_DIS_NAMES)
 def dis_coefficient(
-    ratio_B_T: torch.Tensor, eps_low: float, eps_high: float
+    ratio_B_T: torch.Tensor, dis_eps_low: float, dis_eps_high: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """SAO's DIS mask: f(r) = r if (1 - eps_low) < r < (1 + eps_high) else 0 (strict).
+    """SAO's DIS mask: f(r) = r if (1 - dis_eps_low) < r < (1 + dis_eps_high) else 0 (strict).
 
     Returns (f_B_T, in_band_B_T); `in_band_B_T` is bool. The gradient of f through r is
     kept in band and is exactly zero out of band (torch.where picks a constant 0 there).
     """
-    in_band_B_T = (ratio_B_T > 1.0 - eps_low) & (ratio_B_T < 1.0 + eps_high)  # [B, T] bool
+    in_band_B_T = (ratio_B_T > 1.0 - dis_eps_low) & (ratio_B_T < 1.0 + dis_eps_high)  # [B, T] bool
     f_B_T = torch.where(in_band_B_T, ratio_B_T, torch.zeros_like(ratio_B_T))  # [B, T]
     return f_B_T, in_band_B_T
 
 
+@renamed_keywords(**_DIS_NAMES)
 def dis_token_loss(
     logp_B_T: torch.Tensor,
     rollout_logp_B_T: torch.Tensor,
     advantages_B_T: torch.Tensor,
-    eps_low: float,
-    eps_high: float,
+    dis_eps_low: float,
+    dis_eps_high: float,
     detach_coefficient: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-token DIS loss (SAO eqs. 1-3): the negative of f(r_t) * A_t * log pi_theta(a_t|s_t).
@@ -112,7 +143,7 @@ def dis_token_loss(
     Returns (loss_B_T, ratio_B_T, in_band_B_T).
     """
     r_B_T = ratio(logp_B_T, rollout_logp_B_T)  # [B, T] r_t vs the rollout engine
-    f_B_T, in_band_B_T = dis_coefficient(r_B_T, eps_low, eps_high)  # [B, T], [B, T] bool
+    f_B_T, in_band_B_T = dis_coefficient(r_B_T, dis_eps_low, dis_eps_high)  # [B, T], [B, T] bool
     coef_B_T = f_B_T * advantages_B_T  # [B, T] f(r_t) * A_t
     if detach_coefficient:
         coef_B_T = coef_B_T.detach()
@@ -120,19 +151,20 @@ def dis_token_loss(
     return loss_B_T, r_B_T, in_band_B_T
 
 
+@renamed_keywords(**_CLIP_NAMES)
 def ppo_clip_token_loss(
-    ratio_B_T: torch.Tensor, advantages_B_T: torch.Tensor, eps_low: float, eps_high: float
+    ratio_B_T: torch.Tensor, advantages_B_T: torch.Tensor, clip_eps_low: float, clip_eps_high: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """PPO's clipped surrogate per token: -min(r * A, clip(r, 1 - eps_low, 1 + eps_high) * A).
+    """PPO's clipped surrogate per token: -min(r * A, clip(r, 1 - clip_eps_low, 1 + clip_eps_high) * A).
 
     `ratio_B_T` may be [B, 1] (sequence-level ratios); the result broadcasts with the
     advantages. Returns (loss, clipped) where `clipped` (bool) marks the two cases whose
-    gradient is cut: (A > 0, r > 1 + eps_high) and (A < 0, r < 1 - eps_low).
+    gradient is cut: (A > 0, r > 1 + clip_eps_high) and (A < 0, r < 1 - clip_eps_low).
     """
-    clipped_ratio = torch.clamp(ratio_B_T, 1.0 - eps_low, 1.0 + eps_high)  # [B, T]
+    clipped_ratio = torch.clamp(ratio_B_T, 1.0 - clip_eps_low, 1.0 + clip_eps_high)  # [B, T]
     loss = -torch.min(ratio_B_T * advantages_B_T, clipped_ratio * advantages_B_T)  # [B, T]
-    clipped = ((ratio_B_T > 1.0 + eps_high) & (advantages_B_T > 0)) | (
-        (ratio_B_T < 1.0 - eps_low) & (advantages_B_T < 0)
+    clipped = ((ratio_B_T > 1.0 + clip_eps_high) & (advantages_B_T > 0)) | (
+        (ratio_B_T < 1.0 - clip_eps_low) & (advantages_B_T < 0)
     )  # [B, T] bool
     return loss, clipped
 
@@ -247,11 +279,12 @@ def advantage_metrics(advantages_B_T: torch.Tensor, mask_B_T: torch.Tensor) -> d
 # ---- whole policy losses ---------------------------------------------------------------
 
 
+@renamed_keywords(**_DIS_NAMES)
 def dis_policy_loss(
     inp: PolicyLossInputs,
     *,
-    eps_low: float,
-    eps_high: float,
+    dis_eps_low: float,
+    dis_eps_high: float,
     aggregation: str,
     detach_coefficient: bool = True,
 ) -> LossOutput:
@@ -262,7 +295,7 @@ def dis_policy_loss(
         mask_B_T, inp.logp_B_T, inp.rollout_logp_B_T, inp.advantages_B_T
     )
     loss_B_T, r_B_T, in_band_B_T = dis_token_loss(
-        logp_B_T, rollout_B_T, adv_B_T, eps_low, eps_high, detach_coefficient
+        logp_B_T, rollout_B_T, adv_B_T, dis_eps_low, dis_eps_high, detach_coefficient
     )  # [B, T], [B, T], [B, T] bool
     loss = aggregate(loss_B_T, mask_B_T, aggregation)  # []
     metrics = policy_metrics(
@@ -271,18 +304,20 @@ def dis_policy_loss(
     return LossOutput(loss, metrics)
 
 
+@renamed_keywords(**_CLIP_NAMES)
 def clipped_policy_loss(
     inp: PolicyLossInputs,
     algo: str,
     *,
-    eps_low: float,
-    eps_high: float,
+    clip_eps_low: float,
+    clip_eps_high: float,
     aggregation: str,
     norm_length: int | None = None,
     ratio_level: str = "token",
 ) -> LossOutput:
     """PPO's clipped surrogate against the old policy (`inp.old_logp_B_T`, which plugin `algo`
-    must declare in `needs`), aggregated: agg_t[ -min(r A_t, clip(r, 1 - eps_low, 1 + eps_high) A_t) ],
+    must declare in `needs`), aggregated:
+    agg_t[ -min(r A_t, clip(r, 1 - clip_eps_low, 1 + clip_eps_high) A_t) ],
     with its metrics.
 
     `ratio_level`: "token" r_t = pi/pi_old per token (PPO, GRPO, DAPO); "sequence-mean"
@@ -298,7 +333,9 @@ def clipped_policy_loss(
         r = sequence_ratio(logp_B_T, old_B_T, mask_B_T, reduce=ratio_level.split("-")[1])  # [B, 1]
     else:
         raise ValueError(f"unknown ratio level {ratio_level!r}; valid: {', '.join(RATIO_LEVELS)}")
-    loss_B_T, clipped_B_T = ppo_clip_token_loss(r, adv_B_T, eps_low, eps_high)  # [B, T], [B, T] bool
+    loss_B_T, clipped_B_T = ppo_clip_token_loss(
+        r, adv_B_T, clip_eps_low, clip_eps_high
+    )  # [B, T], [B, T] bool
     loss = aggregate(loss_B_T, mask_B_T, aggregation, norm_length)  # []
     metrics = policy_metrics(loss, logp_B_T, old_B_T, r, mask_B_T, inp.entropy_B_T, clipped=clipped_B_T)
     return LossOutput(loss, metrics)

@@ -6,7 +6,7 @@ decoupled and length-adaptive lambdas.
 
     A_t = GAE(gamma, lambda_policy),  R_t = GAE(gamma, lambda_critic) + V(s_t)
     r_t = pi_theta(a_t|s_t) / pi_old(a_t|s_t)
-    L_policy = -mean_t min(r_t A_t, clip(r_t, 1 - eps_low, 1 + eps_high) A_t)
+    L_policy = -mean_t min(r_t A_t, clip(r_t, 1 - clip_eps_low, 1 + clip_eps_high) A_t)
     L_value = mean_t 0.5 * max((V - R)^2, (clip(V, V_old - c, V_old + c) - R)^2)
 
 Choices where the papers are silent, and deviations:
@@ -18,8 +18,9 @@ Choices where the papers are silent, and deviations:
    `advantages` (CleanRL whitens per minibatch); `normalize_advantages=False` turns it off.
 4. Clipped value loss (value_clip 0.2; None gives plain MSE), token-mean over action tokens.
 5. Policy loss aggregation token-mean; no KL-in-reward, no entropy bonus.
-6. Critic: one update per policy step, no warmup, attention trained, lr `critic_lr`
-   (5e-6 by default, SAO's critic lr, so that the comparison changes one thing at a time).
+6. Critic: one update per policy step, no warmup, attention trained; its learning rate is
+   the run field `critic_lr`, the same rule as SAO's critic (the model tier's default; the
+   paper's 5e-6 for large models), so that the comparison changes one thing at a time.
 7. Preset `vapo` = the paper's "Vanilla VAPO": length-adaptive policy lambda (alpha 1.5),
    critic lambda 1.0, clip-higher 0.2/0.28, no DIS. VAPO's value pretraining,
    positive-example LM loss and group sampling are not included.
@@ -61,12 +62,11 @@ class Config:
         "policy lambda = 1 - 1/(alpha * l), l = action tokens (VAPO)", default=False
     )
     alpha: float = doc("alpha of the length-adaptive lambda", default=1.5)
-    eps_low: float = doc("PPO clip lower bound 1 - eps_low", default=0.2)
-    eps_high: float = doc("PPO clip upper bound 1 + eps_high", default=0.2)
+    clip_eps_low: float = doc("PPO clip lower bound 1 - clip_eps_low", default=0.2)
+    clip_eps_high: float = doc("PPO clip upper bound 1 + clip_eps_high", default=0.2)
     value_clip: float | None = doc("clip of V around the rollout-time value (None = plain MSE)", default=0.2)
     normalize_advantages: bool = doc("whiten advantages over the batch's action tokens", default=True)
     aggregation: str = doc(f"policy loss aggregation mode, one of {AGGREGATION_MODES}", default="token-mean")
-    critic_lr: float = doc("critic learning rate", default=5e-6)
 
     def __post_init__(self) -> None:
         check_aggregation(self.aggregation)
@@ -78,15 +78,18 @@ class PPO(Algorithm):
     paper = 'Schulman et al., "Proximal Policy Optimization Algorithms", arXiv 1707.06347, eq. 7; GAE arXiv 1506.02438; VAPO arXiv 2504.05118'
     Config = Config
     presets = {
-        "vapo": {"length_adaptive_lambda": True, "alpha": 1.5, "lambda_critic": 1.0, "eps_high": 0.28},
+        "vapo": {"length_adaptive_lambda": True, "alpha": 1.5, "lambda_critic": 1.0, "clip_eps_high": 0.28},
     }
     needs = frozenset({"values", "old_logp"})
+    renamed_fields = {
+        "algo.eps_low": "algo.clip_eps_low",
+        "algo.eps_high": "algo.clip_eps_high",
+        "algo.critic_lr": "critic_lr",
+    }
 
     @property
     def critic(self) -> CriticSettings:
-        return CriticSettings(
-            updates_per_step=1, warmup_steps=0, freeze_attention=False, lr=self.config.critic_lr
-        )
+        return CriticSettings(updates_per_step=1, warmup_steps=0, freeze_attention=False)
 
     def advantages(self, traj: Trajectories) -> AdvantageResult:
         c = self.config
@@ -106,9 +109,13 @@ class PPO(Algorithm):
 
     def policy_loss(self, inp: PolicyLossInputs) -> LossOutput:
         c = self.config
-        # agg_t -min(r_t A_t, clip(r_t, 1 - eps_low, 1 + eps_high) A_t),  r_t = pi_theta / pi_old
+        # agg_t -min(r_t A_t, clip(r_t, 1 - clip_eps_low, 1 + clip_eps_high) A_t),  r_t = pi_theta / pi_old
         return clipped_policy_loss(
-            inp, self.name, eps_low=c.eps_low, eps_high=c.eps_high, aggregation=c.aggregation
+            inp,
+            self.name,
+            clip_eps_low=c.clip_eps_low,
+            clip_eps_high=c.clip_eps_high,
+            aggregation=c.aggregation,
         )  # loss [], metrics
 
     def critic_loss(self, inp: CriticLossInputs) -> LossOutput:

@@ -5,6 +5,10 @@ vocabulary as the task and benchmark registries: `names()`, `check(name)`, `get(
 
 Nothing here imports a plugin until it is asked for, so `import algorithms.registry` stays
 cheap. Duplicate names are rejected; unknown names get "did you mean ...? available: ...".
+One broken plugin never breaks the registry for the others: a plugin that cannot be imported
+or fails its checks is a `RegistryError` when it is asked for, an entry point whose name is
+taken is refused, and `problems()` lists each in one line (name, where it comes from, the error)
+for `bench algos`.
 """
 
 from __future__ import annotations
@@ -41,12 +45,14 @@ class RegistryError(ValueError):
 @dataclass
 class _Entry:
     target: str  # "module:Class"
-    source: str  # "built-in", "entry point <dist>", "plugin <module>"
+    source: str  # "built-in", "entry point (<dist>)", "plugin <module>"
     cls: type[Algorithm] | None = None
     dist: metadata.Distribution | None = None  # the installed distribution of an entry point
+    error: str | None = None  # why it cannot be used, once known (then `cls` stays None)
 
 
 _entries: dict[str, _Entry] | None = None
+_clashes: list[tuple[str, _Entry]] = []  # entry points refused because their name was taken
 
 
 def _load_target(target: str) -> type[Algorithm]:
@@ -55,10 +61,10 @@ def _load_target(target: str) -> type[Algorithm]:
     module_name, _, attr = target.partition(":")
     try:
         cls = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise RegistryError(f"cannot load algorithm {target!r}: {exc}") from exc
+    except Exception as exc:  # a third-party import may raise anything; it breaks only itself
+        raise RegistryError(f"cannot load {target}: {type(exc).__name__}: {exc}") from exc
     if not (inspect.isclass(cls) and issubclass(cls, Algorithm)):
-        raise RegistryError(f"{target!r} is not an algorithms.base.Algorithm subclass")
+        raise RegistryError(f"{target} is not an algorithms.base.Algorithm subclass")
     return cls
 
 
@@ -71,13 +77,20 @@ def _add(entries: dict[str, _Entry], name: str, entry: _Entry) -> None:
 
 
 def _table() -> dict[str, _Entry]:
-    """The name table: built-ins, then installed entry points (loaded on first use)."""
+    """The name table: built-ins, then installed entry points (loaded on first use). An entry
+    point whose name is taken is refused (`problems()`); the first holder keeps the name."""
     global _entries
     if _entries is None:
         entries = {name: _Entry(target, "built-in") for name, target in BUILTINS.items()}
+        _clashes.clear()
         for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
             dist = ep.dist.name if ep.dist is not None else "unknown distribution"
-            _add(entries, ep.name, _Entry(ep.value, f"entry point ({dist})", dist=ep.dist))
+            entry = _Entry(ep.value, f"entry point ({dist})", dist=ep.dist)
+            try:
+                _add(entries, ep.name, entry)
+            except RegistryError as exc:
+                entry.error = str(exc)
+                _clashes.append((ep.name, entry))
         _entries = entries
     return _entries
 
@@ -86,6 +99,7 @@ def reset() -> None:
     """Forget loaded plugins and re-read entry points (tests and long-lived processes)."""
     global _entries
     _entries = None
+    _clashes.clear()
 
 
 def load_plugin_module(module_path: str) -> list[str]:
@@ -104,7 +118,7 @@ def load_plugin_module(module_path: str) -> list[str]:
             existing = table.get(cls.name)
             if existing is not None and existing.cls is cls:
                 continue  # the same class loaded twice (e.g. also an entry point) is not a clash
-            check_needs(cls)
+            _check_plugin(cls)
             _add(table, cls.name, _Entry(f"{module.__name__}:{cls.__name__}", f"plugin {module_path}", cls))
             found.append(cls.name)
     if not found:
@@ -131,22 +145,64 @@ def check(name: str) -> None:
 
 
 def get(name: str) -> type[Algorithm]:
-    """The algorithm class registered under `name` (loaded now if it was not yet)."""
+    """The algorithm class registered under `name` (loaded now if it was not yet); a
+    RegistryError naming the plugin, where it comes from and why when it cannot be used."""
     check(name)
     entry = _table()[name]
-    if entry.cls is None:
-        cls = _load_target(entry.target)
-        if cls.name != name:
-            raise RegistryError(f"{entry.target} declares name {cls.name!r} but is registered as {name!r}")
-        check_needs(cls)
-        entry.cls = cls
+    if entry.cls is None and entry.error is None:
+        try:
+            cls = _load_target(entry.target)
+            if getattr(cls, "name", None) != name:
+                raise RegistryError(
+                    f"{entry.target} declares name {getattr(cls, 'name', None)!r} but is registered as {name!r}"
+                )
+            _check_plugin(cls)
+        except RegistryError as exc:
+            entry.error = str(exc)
+        else:
+            entry.cls = cls
+    if entry.error is not None:
+        raise RegistryError(f"algorithm {name!r} from {entry.source} cannot be used: {entry.error}")
     return entry.cls
+
+
+def problems() -> list[str]:
+    """One line for every registered plugin that cannot be used (loading each one not loaded
+    yet): its name, where it comes from (entry point and distribution, plugin module) and the
+    error; then the entry points refused because their name was taken (`refused`)."""
+    found = []
+    for name in _table():
+        try:
+            get(name)
+        except RegistryError as exc:
+            found.append(str(exc))
+    return found + refused()
+
+
+def refused() -> list[str]:
+    """One line for each installed entry point refused because its name was already taken."""
+    _table()
+    return [f"algorithm {name!r} from {entry.source} refused: {entry.error}" for name, entry in _clashes]
 
 
 def needs_by_preset(cls: type[Algorithm]) -> dict[str, list[str]]:
     """The optional inputs `cls` needs with its defaults ("default") and with each preset."""
     configs = {"default": cls.Config(), **{p: cls.make_config(p) for p in cls.presets}}
     return {label: sorted(cls(config).needs) for label, config in configs.items()}
+
+
+def _check_plugin(cls: type[Algorithm]) -> None:
+    """What the registry checks when it loads a plugin: its needs per preset and its table of
+    renamed fields; a RegistryError for anything the plugin's own code raises."""
+    from algorithms.renames import check_renamed_fields
+
+    check_needs(cls)
+    try:
+        unsound = check_renamed_fields(cls)
+    except Exception as exc:
+        raise RegistryError(f"algorithm {cls.name!r}: {type(exc).__name__}: {exc}") from None
+    if unsound:
+        raise RegistryError(f"algorithm {cls.name!r}: {'; '.join(unsound)}")
 
 
 def check_needs(cls: type[Algorithm]) -> None:
@@ -158,6 +214,11 @@ def check_needs(cls: type[Algorithm]) -> None:
     except (TypeError, ValueError) as exc:
         raise RegistryError(
             f"algorithm {cls.name!r}: its default config or a preset is invalid: {exc}"
+        ) from None
+    except Exception as exc:  # the plugin's own code failed (e.g. in __init__ or `needs`)
+        raise RegistryError(
+            f"algorithm {cls.name!r}: building it with its default config or a preset raised "
+            f"{type(exc).__name__}: {exc}"
         ) from None
     for label, needs in by_preset.items():
         unknown = sorted(set(needs) - OPTIONAL_INPUTS)
@@ -212,29 +273,36 @@ def describe(name: str) -> dict:
     from algorithms.fields import describe_fields
 
     cls = get(name)
-    algo = cls()
-    configs = {"default": cls.Config(), **{p: cls.make_config(p) for p in cls.presets}}
-    per_preset = {}
-    for label, config in configs.items():
-        configured = cls(config)
-        critic = configured.critic
-        per_preset[label] = {
-            "changes": {} if label == "default" else dict(cls.presets[label]),
-            "needs": sorted(configured.needs),
-            "rollouts_per_prompt": configured.group_size,
-            "critic": None if critic is None else dataclasses.asdict(critic),
-        }
+    try:
+        algo = cls()
+        configs = {"default": cls.Config(), **{p: cls.make_config(p) for p in cls.presets}}
+        per_preset = {}
+        for label, config in configs.items():
+            configured = cls(config)
+            critic = configured.critic
+            per_preset[label] = {
+                "changes": {} if label == "default" else dict(cls.presets[label]),
+                "needs": sorted(configured.needs),
+                "rollouts_per_prompt": configured.group_size,
+                "critic": None if critic is None else dataclasses.asdict(critic),
+            }
+        critic, group_size, needs = algo.critic is not None, algo.group_size, sorted(algo.needs)
+    except Exception as exc:  # the plugin's own code: it breaks only its own row
+        raise RegistryError(
+            f"algorithm {name!r} from {_table()[name].source} cannot be described: {type(exc).__name__}: {exc}"
+        ) from None
     return {
         "name": name,
         "summary": cls.summary,
         "paper": paper_of(cls),
-        "rollouts_per_prompt": algo.group_size,
-        "critic": algo.critic is not None,
-        "needs": sorted(algo.needs),
+        "rollouts_per_prompt": group_size,
+        "critic": critic,
+        "needs": needs,
         "needs_by_preset": {label: d["needs"] for label, d in per_preset.items()},
         "presets": sorted(cls.presets),
         "source": _table()[name].source,
         "class": f"{cls.__module__}:{cls.__qualname__}",
         "fields": describe_fields(cls.Config),
+        "renamed_fields": dict(getattr(cls, "renamed_fields", {})),
         "by_preset": per_preset,
     }

@@ -4,7 +4,7 @@ Paper: Ahmadian et al., "Back to Basics: Revisiting REINFORCE Style Optimization
 Learning from Human Feedback in LLMs" (arXiv 2402.14740), eq. 6 (Kool et al. 2019):
 
     A_i = R_i - (1 / (G - 1)) sum_{j != i} R_j
-    L = agg -min(r A_i, clip(r, 1 - eps_low, 1 + eps_high) A_i)
+    L = agg -min(r A_i, clip(r, 1 - clip_eps_low, 1 + clip_eps_high) A_i)
 
 Choices where the paper is silent, and deviations:
 1. The paper's RLOO is on-policy REINFORCE; here, as in TRL's RLOOTrainer, the
@@ -33,8 +33,8 @@ from algorithms.objectives import RATIO_LEVELS, advantage_metrics, clipped_polic
 @dataclass(frozen=True)
 class Config:
     group_size: int = doc("rollouts per prompt (k >= 2)", default=4)
-    eps_low: float = doc("PPO clip lower bound 1 - eps_low", default=0.2)
-    eps_high: float = doc("PPO clip upper bound 1 + eps_high", default=0.2)
+    clip_eps_low: float = doc("PPO clip lower bound 1 - clip_eps_low", default=0.2)
+    clip_eps_high: float = doc("PPO clip upper bound 1 + clip_eps_high", default=0.2)
     ratio_level: str = doc("'token' or 'sequence-sum' (TRL RLOOTrainer) or 'sequence-mean'", default="token")
     aggregation: str = doc(f"loss aggregation mode, one of {AGGREGATION_MODES}", default="token-mean")
 
@@ -53,6 +53,7 @@ class RLOO(Algorithm):
     Config = Config
     presets = {"trl": {"ratio_level": "sequence-sum", "aggregation": "seq-mean-token-mean"}}
     needs = frozenset({"old_logp"})
+    renamed_fields = {"algo.eps_low": "algo.clip_eps_low", "algo.eps_high": "algo.clip_eps_high"}
 
     def advantages(self, traj: Trajectories) -> AdvantageResult:
         adv_B = leave_one_out(traj.rewards_B, self.group_size)  # [B] R_i - mean_{j != i} R_j
@@ -61,12 +62,12 @@ class RLOO(Algorithm):
 
     def policy_loss(self, inp: PolicyLossInputs) -> LossOutput:
         c = self.config
-        # agg -min(r A_i, clip(r, 1 - eps_low, 1 + eps_high) A_i),  r per token (or per sequence)
+        # agg -min(r A_i, clip(r, 1 - clip_eps_low, 1 + clip_eps_high) A_i),  r per token (or per sequence)
         return clipped_policy_loss(
             inp,
             self.name,
-            eps_low=c.eps_low,
-            eps_high=c.eps_high,
+            clip_eps_low=c.clip_eps_low,
+            clip_eps_high=c.clip_eps_high,
             aggregation=c.aggregation,
             ratio_level=c.ratio_level,
         )  # loss [], metrics

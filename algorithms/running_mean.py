@@ -14,8 +14,9 @@ Choices where the paper is silent, and deviations:
 2. A prompt seen for the first time is baselined by the recent global mean (0.0 when the
    history is empty); see `algorithms.advantages.RunningMeanBaseline`.
 3. The same advantage on every action token; observation tokens get 0.
-4. DIS exactly as `sao` (shared `objectives.dis_token_loss`): band 0.3/5.0, coefficient
-   detached, token-mean aggregation; no KL, no entropy term, no advantage normalisation.
+4. DIS exactly as `sao` (shared `objectives.dis_token_loss`): the math band
+   (`DIS_BAND_MATH`, 0.3/5.0), coefficient detached, token-mean aggregation; no KL, no
+   entropy term, no advantage normalisation.
 5. The reward history is algorithm state: saved by `state_dict` with checkpoints.
 """
 
@@ -27,7 +28,7 @@ from typing import Any
 from algorithms.advantages import RUNNING_MEAN_SCOPES, RunningMeanBaseline, broadcast_to_tokens
 from algorithms.aggregation import AGGREGATION_MODES, check_aggregation
 from algorithms.base import AdvantageResult, Algorithm, LossOutput, PolicyLossInputs, Trajectories, doc
-from algorithms.objectives import advantage_metrics, dis_policy_loss
+from algorithms.objectives import DIS_BAND_MATH, advantage_metrics, dis_policy_loss
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,12 @@ class Config:
     scope: str = doc(
         f"baseline history per 'prompt' or 'global', one of {RUNNING_MEAN_SCOPES}", default="prompt"
     )
-    eps_low: float = doc("DIS band: tokens with r <= 1 - eps_low are dropped", default=0.3)
-    eps_high: float = doc("DIS band: tokens with r >= 1 + eps_high are dropped", default=5.0)
+    dis_eps_low: float = doc(
+        "DIS band: tokens with r <= 1 - dis_eps_low are dropped", default=DIS_BAND_MATH.low
+    )
+    dis_eps_high: float = doc(
+        "DIS band: tokens with r >= 1 + dis_eps_high are dropped", default=DIS_BAND_MATH.high
+    )
     detach_coefficient: bool = doc(
         "stop the gradient through f(r)*A (in-band gradient = A * grad r)", default=True
     )
@@ -56,6 +61,7 @@ class RunningMean(Algorithm):
     Config = Config
     presets = {"online": {"scope": "global", "window": 128}}
     needs = frozenset()
+    renamed_fields = {"algo.eps_low": "algo.dis_eps_low", "algo.eps_high": "algo.dis_eps_high"}
 
     def __init__(self, config: Config | None = None) -> None:
         super().__init__(config)
@@ -71,8 +77,8 @@ class RunningMean(Algorithm):
         # agg_t[ -sg(f(r_t) * A_i) * log pi_theta(a_t|s_t) ],  r_t = pi_theta / pi_rollout
         return dis_policy_loss(
             inp,
-            eps_low=c.eps_low,
-            eps_high=c.eps_high,
+            dis_eps_low=c.dis_eps_low,
+            dis_eps_high=c.dis_eps_high,
             aggregation=c.aggregation,
             detach_coefficient=c.detach_coefficient,
         )  # loss [], metrics

@@ -5,10 +5,12 @@ Reinforcement Learning", arXiv 2607.07508 (2026). One rollout per prompt; per-to
 advantages from a critic; the DIS objective (eqs. 1-3), maximised:
 
     r_t = exp(log pi_theta(a_t|s_t) - log pi_rollout(a_t|s_t))
-    f(r) = r if (1 - eps_low) < r < (1 + eps_high) else 0
+    f(r) = r if (1 - dis_eps_low) < r < (1 + dis_eps_high) else 0
     J = E_t[ f(r_t) * A_t * log pi_theta(a_t|s_t) ]
 
-Critic: K=2 updates per policy step (TTUR), frozen attention, 10 warmup steps, targets
+The band (the paper's eps_low/eps_high; fields `dis_eps_low`/`dis_eps_high`) is 0.3/5.0 for
+math and 0.8/3.0 for coding (`objectives.DIS_BAND_MATH`/`DIS_BAND_CODING`, presets `math`,
+`coding`). Critic: K=2 updates per policy step (TTUR), frozen attention, 10 warmup steps, targets
 from GAE with lambda=1; policy advantages from GAE with VAPO's length-adaptive lambda
 1 - 1/(alpha*l); skip-observation GAE on agent trajectories.
 
@@ -29,7 +31,9 @@ Choices where the paper is silent, and deviations:
    rewards are bounded and whitening a single-rollout batch mixes unrelated prompts.
 8. Critic loss: plain MSE 0.5*(V-R)^2, token-mean over action tokens, no value clipping.
 9. The 10-step warmup is read as 10 critic-only steps (policy frozen); which modules
-   count as "attention" (and that norms keep training) is the trainer's choice.
+   count as "attention" (and that norms keep training) is the trainer's choice. The critic's
+   learning rate (the paper's 5e-6) is the run field `critic_lr`, like the policy's: its
+   default is the model tier's, and the paper's for large models.
 10. Value pretraining is not part of the plugin (no size is given).
 11. Advantage granularity (App. A.1 ablation, `advantage_granularity`): `token` (the
     paper's method) or step-level, one value per agent step (a maximal run of action
@@ -65,6 +69,8 @@ from algorithms.base import (
     doc,
 )
 from algorithms.objectives import (
+    DIS_BAND_CODING,
+    DIS_BAND_MATH,
     advantage_metrics,
     critic_metrics,
     dis_policy_loss,
@@ -78,11 +84,15 @@ GRANULARITIES = ("token", "step-mean", "step-last")
 
 @dataclass(frozen=True)
 class Config:
-    eps_low: float = doc(
-        "DIS band: tokens with r <= 1 - eps_low are dropped (math 0.3, coding 0.8)", default=0.3
+    dis_eps_low: float = doc(
+        f"DIS band: tokens with r <= 1 - dis_eps_low are dropped (math {DIS_BAND_MATH.low}, "
+        f"coding {DIS_BAND_CODING.low})",
+        default=DIS_BAND_MATH.low,
     )
-    eps_high: float = doc(
-        "DIS band: tokens with r >= 1 + eps_high are dropped (math 5.0, coding 3.0)", default=5.0
+    dis_eps_high: float = doc(
+        f"DIS band: tokens with r >= 1 + dis_eps_high are dropped (math {DIS_BAND_MATH.high}, "
+        f"coding {DIS_BAND_CODING.high})",
+        default=DIS_BAND_MATH.high,
     )
     detach_coefficient: bool = doc(
         "stop the gradient through f(r)*A (in-band gradient = A * grad r)", default=True
@@ -95,7 +105,6 @@ class Config:
     critic_updates_per_step: int = doc("K critic optimizer steps per policy step (TTUR)", default=2)
     critic_warmup_steps: int = doc("critic-only steps before the policy moves", default=10)
     freeze_attention: bool = doc("freeze the critic's attention modules during RL", default=True)
-    critic_lr: float = doc("critic learning rate", default=5e-6)
     advantage_granularity: str = doc(
         f"policy advantages per token or per agent step, one of {GRANULARITIES}", default="token"
     )
@@ -106,8 +115,10 @@ class Config:
             raise ValueError(
                 f"unknown advantage_granularity {self.advantage_granularity!r}; valid: {', '.join(GRANULARITIES)}"
             )
-        if not (0.0 < self.eps_low <= 1.0 and self.eps_high > 0.0):
-            raise ValueError(f"need 0 < eps_low <= 1 and eps_high > 0, got {self.eps_low}, {self.eps_high}")
+        if not (0.0 < self.dis_eps_low <= 1.0 and self.dis_eps_high > 0.0):
+            raise ValueError(
+                f"need 0 < dis_eps_low <= 1 and dis_eps_high > 0, got {self.dis_eps_low}, {self.dis_eps_high}"
+            )
 
 
 class SAO(Algorithm):
@@ -116,8 +127,8 @@ class SAO(Algorithm):
     paper = 'Hou, Li, Tang, Dong, "Single-Rollout Asynchronous Optimization for Agentic Reinforcement Learning", arXiv 2607.07508, eqs. 1-3'
     Config = Config
     presets = {
-        "math": {"eps_low": 0.3, "eps_high": 5.0},
-        "coding": {"eps_low": 0.8, "eps_high": 3.0},
+        "math": DIS_BAND_MATH.fields(),
+        "coding": DIS_BAND_CODING.fields(),
         "single-critic-update": {"critic_updates_per_step": 1},  # ablation: K = 1
         "full-parameter-critic": {"freeze_attention": False},  # ablation: attention trained
         # "SAO w/ DIS only" of Table 1, read as SAO without its two value-model designs
@@ -126,6 +137,11 @@ class SAO(Algorithm):
         "step-last": {"advantage_granularity": "step-last"},  # ablation: App. A.1
     }
     needs = frozenset({"values"})
+    renamed_fields = {
+        "algo.eps_low": "algo.dis_eps_low",
+        "algo.eps_high": "algo.dis_eps_high",
+        "algo.critic_lr": "critic_lr",
+    }
 
     @property
     def critic(self) -> CriticSettings:
@@ -134,7 +150,6 @@ class SAO(Algorithm):
             updates_per_step=c.critic_updates_per_step,
             warmup_steps=c.critic_warmup_steps,
             freeze_attention=c.freeze_attention,
-            lr=c.critic_lr,
         )
 
     def advantages(self, traj: Trajectories) -> AdvantageResult:
@@ -160,8 +175,8 @@ class SAO(Algorithm):
         # agg_t[ -sg(f(r_t) * A_t) * log pi_theta(a_t|s_t) ],  r_t = pi_theta / pi_rollout
         return dis_policy_loss(
             inp,
-            eps_low=c.eps_low,
-            eps_high=c.eps_high,
+            dis_eps_low=c.dis_eps_low,
+            dis_eps_high=c.dis_eps_high,
             aggregation=c.aggregation,
             detach_coefficient=c.detach_coefficient,
         )  # loss [], metrics

@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `bench` console script."""
+    _one_line_warnings()
     code = _dispatch(argv)
     if int(os.environ.get("WORLD_SIZE") or 1) > 1:  # a rank of `accelerate launch`/torchrun
         _exit_without_finalization(code)
@@ -80,6 +81,24 @@ def _exit_without_finalization(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _one_line_warnings() -> None:
+    """Old forms that are still accepted (`algorithms.deprecation`: an old config name, a plugin
+    written to the previous contract) warn as one `bench: warning: ...` line on stderr."""
+    import warnings
+
+    from algorithms.deprecation import DeprecatedFormWarning
+
+    show = warnings.showwarning
+
+    def one_line(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, DeprecatedFormWarning):
+            print(f"bench: warning: {message}", file=sys.stderr, flush=True)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = one_line
 
 
 def _dispatch(argv: list[str] | None) -> int:

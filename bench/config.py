@@ -1,9 +1,10 @@
 """Run configuration: one frozen dataclass, filled from defaults, a TOML file and `--set`.
 
 Precedence (lowest to highest): field defaults < `--config FILE.toml` < CLI flags < `--set`.
-Algorithm fields live under `algo.` (`--set algo.eps_high=4.0`, TOML table `[algo]`), task
-constructor arguments under `task.`. Every value is checked here, so a bad config fails
-before any model is loaded, with one line naming the field and the valid choices.
+Algorithm fields live under `algo.` (`--set algo.dis_eps_high=4.0`, TOML table `[algo]`), task
+constructor arguments under `task.`; old algorithm field names are read as the current ones
+(`bench.config_renames`). Every value is checked here, so a bad config fails before any model
+is loaded, with one line naming the field and the valid choices.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from algorithms.fields import doc
+from bench.config_renames import current_names, layer_algo
 from bench.config_values import coerce_value, did_you_mean
 from bench.engines.base import ENGINE_NAMES
 from bench.errors import UsageError
@@ -96,7 +98,9 @@ class RunConfig:
         default=None,
     )
     critic_lr: float | None = doc(
-        "critic learning rate (default: the model tier's; paper 5e-6)", default=None
+        "critic learning rate of algorithms with a critic (sao, ppo; refused for one without): default "
+        "the model tier's, for large models the paper's 5e-6",
+        default=None,
     )
     grad_clip: float = doc("max global grad norm for policy and critic", default=1.0)
     minibatches: int = doc("optimizer steps per batch of trajectories (1 = one update per batch)", default=1)
@@ -187,13 +191,14 @@ def flag_fields() -> list[dict[str, Any]]:
 
 
 def build_config(*layers: dict[str, Any]) -> RunConfig:
-    """Merge override layers (later wins; algo_args/task_args merge key by key) and validate."""
+    """Merge override layers (later wins; algo_args/task_args merge key by key) and validate.
+    Old algorithm field names in any layer are read as the current ones (`current_names`)."""
     fields = typing.get_type_hints(RunConfig)
+    algo = layer_algo(layers, RunConfig.algo)
     merged: dict[str, Any] = {}
     for layer in layers:
-        for key, value in layer.items():
-            if key in RECORDED_KEYS:
-                continue
+        settings = {key: value for key, value in layer.items() if key not in RECORDED_KEYS}
+        for key, value in current_names(settings, algo).items():
             if key not in fields:
                 raise UsageError(
                     f"unknown config field {key!r}{did_you_mean(key, fields)}; valid fields: {', '.join(fields)}"
@@ -311,6 +316,11 @@ def validate(config: RunConfig) -> None:
     check_report_to(config.report_to)  # an unknown or uninstalled tracker fails before any run dir exists
     task_registry.make(config.task, **config.task_args)  # bad task arguments fail before a run dir exists
     algo = make_algorithm(config)
+    if config.critic_lr is not None and algo.critic is None:
+        raise UsageError(
+            f"critic_lr: {config.algo} has no critic, so the run would not use it; drop critic_lr (in a "
+            "comparison or sweep, set it on the arms with a critic only: an arms file's `set = { critic_lr = ... }`)"
+        )
     if config.trajectories_per_step % algo.group_size:
         raise UsageError(
             f"trajectories_per_step={config.trajectories_per_step} is not a multiple of "

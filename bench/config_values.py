@@ -59,7 +59,7 @@ def _parse_value(text: str) -> Any:
 
 
 def parse_set_options(items: list[str]) -> dict[str, Any]:
-    """Turn `["algo.eps_high=4", "steps=10"]` into a nested override dict."""
+    """Turn `["algo.dis_eps_high=4", "steps=10"]` into a nested override dict."""
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")

@@ -7,7 +7,7 @@ name for GRPO with the DIS objective: algorithm `grpo`, preset `dis`); or a TOML
     [arms.sao-k1]                 # the arm's name, as reports show it
     algo = "sao"
     preset = "single-critic-update"   # optional
-    algo_args = { eps_high = 4.0 }    # optional: algorithm fields (as --set algo.X)
+    algo_args = { dis_eps_high = 4.0 }   # optional: algorithm fields (as --set algo.X)
     set = { policy_lr = 5e-5 }        # optional: run fields for this arm only (reported)
 
 Every arm shares the task, model (and so the base checkpoint), learning-rate rule,

@@ -254,9 +254,13 @@ def best_arms(sweep_dirs: list[Path]) -> tuple[list, dict[str, Any]]:
 
 
 def _best_of_sweep(out: Path, spec: SweepSpec, data: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
-    """(arm with its best trial's parameters, {trial, value, params}) of every arm of one sweep."""
+    """(arm with its best trial's parameters, {trial, value, params}) of every arm of one sweep;
+    a parameter stored under an algorithm field's old name (a study swept before the rename) is
+    read under its current one."""
     import optuna
 
+    from algorithms import registry
+    from algorithms.renames import current_key
     from sweeps.grid import Arm
     from sweeps.spaces import as_layer
     from sweeps.study import SweepError
@@ -270,8 +274,11 @@ def _best_of_sweep(out: Path, spec: SweepSpec, data: dict[str, Any]) -> list[tup
         if not done:
             raise SweepError(f"--params-from-sweep {out}: {arm.name} has no completed trial yet")
         trial = study.best_trial
-        layer = as_layer({**fixed, **trial.params})
+        cls = registry.get(arm.algo)
+        params = {current_key(cls, name): value for name, value in {**fixed, **trial.params}.items()}
+        layer = as_layer(params)
         algo_args = {**arm.algo_args, **layer.pop("algo_args", {})}
         tuned = Arm(arm.name, arm.algo, arm.preset, algo_args, {**arm.run_args, **layer})
-        found.append((tuned, {"trial": trial.number, "value": trial.value, "params": trial.params}))
+        best = {current_key(cls, name): value for name, value in trial.params.items()}
+        found.append((tuned, {"trial": trial.number, "value": trial.value, "params": best}))
     return found

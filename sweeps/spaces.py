@@ -1,16 +1,18 @@
 """Search spaces: what a sweep tunes for each algorithm, as data.
 
 A space is a list of `Param`s; a param's name is a config key as `--set` spells it: a run field
-(`policy_lr`, `critic_lr`) or an algorithm field (`algo.eps_high`). Each built-in algorithm's
+(`policy_lr`, `critic_lr`) or an algorithm field (`algo.dis_eps_high`). Each built-in algorithm's
 space is one pure function of its effective config (`SPACES`), covering what the issue list
 and the papers call its most sensitive knobs: the policy learning rate; the clip or DIS band;
 the critic's K updates, learning rate and warmup; the length-adaptive alpha; the group size
 where it applies; the KL beta. The first trial of every sweep is the paper's defaults.
 
 Overrides, in the same schema, from a TOML file (`--space FILE`) or a plugin's
-`search_space` class attribute (a dict, since `algorithms/` cannot import this package):
+`search_space` class attribute (a dict, since `algorithms/` cannot import this package). An
+algorithm field's old name (`algo.eps_high` of sao) is read as its current one, with a warning
+(`algorithms.renames`).
 
-    [params."algo.eps_high"]          # replace or add a parameter
+    [params."algo.dis_eps_high"]      # replace or add a parameter
     type = "float"                    # float | int | categorical
     low = 2.0
     high = 8.0
@@ -24,6 +26,7 @@ Overrides, in the same schema, from a TOML file (`--space FILE`) or a plugin's
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tomllib
 from dataclasses import dataclass
@@ -94,8 +97,8 @@ def _sao(c: dict, run: dict) -> list[Param]:
     k = [Param("algo.critic_updates_per_step", "int", 1, 3)] if designs else []
     return [
         _lr("policy_lr", run),
-        Param("algo.eps_low", "float", 0.1, 0.8),
-        Param("algo.eps_high", "float", 1.0, 8.0),
+        Param("algo.dis_eps_low", "float", 0.1, 0.8),
+        Param("algo.dis_eps_high", "float", 1.0, 8.0),
         *k,
         _lr("critic_lr", run),
         Param("algo.critic_warmup_steps", "int", 0, 20),
@@ -107,7 +110,7 @@ def _grpo(c: dict, run: dict) -> list[Param]:
     band = (
         ("dis_eps_low", "dis_eps_high", 1.0, 8.0)
         if c.get("importance") == "dis"
-        else ("eps_low", "eps_high", 0.1, 0.4)
+        else ("clip_eps_low", "clip_eps_high", 0.1, 0.4)
     )
     return [
         _lr("policy_lr", run),
@@ -121,8 +124,8 @@ def _grpo(c: dict, run: dict) -> list[Param]:
 def _dapo(c: dict, run: dict) -> list[Param]:
     return [
         _lr("policy_lr", run),
-        Param("algo.eps_low", "float", 0.1, 0.4),
-        Param("algo.eps_high", "float", 0.2, 0.5),
+        Param("algo.clip_eps_low", "float", 0.1, 0.4),
+        Param("algo.clip_eps_high", "float", 0.2, 0.5),
         _group_sizes(c, run),
     ]
 
@@ -130,8 +133,8 @@ def _dapo(c: dict, run: dict) -> list[Param]:
 def _ppo(c: dict, run: dict) -> list[Param]:
     return [
         _lr("policy_lr", run),
-        Param("algo.eps_low", "float", 0.1, 0.4),
-        Param("algo.eps_high", "float", 0.1, 0.5),
+        Param("algo.clip_eps_low", "float", 0.1, 0.4),
+        Param("algo.clip_eps_high", "float", 0.1, 0.5),
         _lr("critic_lr", run),
         Param("algo.alpha", "float", 1.0, 3.0),
     ]
@@ -199,7 +202,10 @@ def space_for(
     overrides: dict[str, Any] | None = None,
 ) -> tuple[list[Param], dict[str, Any]]:
     """(the searched params, the fixed values) of one algorithm: its built-in or plugin space,
-    then the `--space` overrides (a param replaces the one of its name; `Fixed` removes it)."""
+    then the `--space` overrides (a param replaces the one of its name; `Fixed` removes it), an
+    old field name read as the current one."""
+    from algorithms.renames import current_key
+
     plugin = getattr(algo_cls, "search_space", None)
     if isinstance(plugin, dict) and plugin:
         params = [p for name, t in plugin.items() if isinstance(p := param_from_table(name, t), Param)]
@@ -207,7 +213,10 @@ def space_for(
         params = SPACES.get(algo_cls.name, _band_only)(algo_config, run_defaults)
     by_name = {p.name: p for p in params}
     fixed: dict[str, Any] = {}
-    for name, value in (overrides or {}).items():
+    for old_name, value in (overrides or {}).items():
+        name = current_key(algo_cls, old_name)
+        if isinstance(value, Param):
+            value = dataclasses.replace(value, name=name)
         by_name.pop(name, None)
         if isinstance(value, Fixed):
             fixed[name] = value.value
@@ -217,7 +226,7 @@ def space_for(
 
 
 def as_layer(values: dict[str, Any]) -> dict[str, Any]:
-    """Param values (`policy_lr`, `algo.eps_high`) as a config layer for `build_config`."""
+    """Param values (`policy_lr`, `algo.dis_eps_high`) as a config layer for `build_config`."""
     layer: dict[str, Any] = {}
     for name, value in values.items():
         section, dot, key = name.partition(".")

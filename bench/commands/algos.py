@@ -48,25 +48,47 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list(registry, as_json: bool) -> int:
+    """Every algorithm that loads, as a table or JSON; then one line on stderr for each plugin
+    that does not (the others are listed all the same, and the exit code stays 0)."""
     from results.tables import print_table
 
-    rows = [registry.describe(name) for name in registry.names()]
+    rows, broken = [], []
+    for name in registry.names():
+        try:
+            rows.append(registry.describe(name))
+        except registry.RegistryError as exc:
+            broken.append(str(exc))
+    broken += registry.refused()
     if as_json:
         print(json.dumps(rows, indent=2, default=str))
+        _report_broken(broken)
         return 0
     for r in rows:
         r["critic"] = "yes" if r["critic"] else "no"
         r["presets"] = ",".join(r["presets"]) or "-"
     print_table(rows, ["name", "rollouts_per_prompt", "critic", "presets", "source", "summary"])
     print("\n`bench algos NAME` explains one; `bench algos --check NAME` checks a plugin.")
+    _report_broken(broken)
     return 0
 
 
+def _report_broken(lines: list[str]) -> None:
+    """One `bench: warning: ...` line on stderr per plugin that cannot be used."""
+    for line in lines:
+        print(f"bench: warning: {line}", file=sys.stderr)
+
+
 def _check(registry, names: list[str], as_json: bool) -> int:
-    """Run `algorithms.conformance.check_algorithm` on each name; exit 1 when any fails."""
+    """Run `algorithms.conformance.check_algorithm` on each name; exit 1 when any fails (a
+    plugin that cannot be loaded fails with its error as the one line)."""
     from algorithms.conformance import check_algorithm
 
-    results = {name: check_algorithm(registry.get(name), name) for name in names}
+    results = {}
+    for name in names:
+        try:
+            results[name] = check_algorithm(registry.get(name), name)
+        except registry.RegistryError as exc:
+            results[name] = [str(exc)]
     if as_json:
         print(
             json.dumps(
@@ -106,6 +128,11 @@ def format_algorithm(info: dict) -> str:
         f"rollouts per prompt: {info['rollouts_per_prompt']}",
         f"critic:   {critic_text}",
         f"needs:    {', '.join(default['needs']) or 'nothing optional'}",
+    ]
+    if info["renamed_fields"]:
+        renamed = ", ".join(f"{old} -> {new}" for old, new in info["renamed_fields"].items())
+        lines.append(f"renamed:  {renamed} (old names are read as the new, with a warning)")
+    lines += [
         "",
         "config fields (--set algo.FIELD=VALUE, or [algo] in --config FILE.toml):",
     ]
@@ -124,7 +151,7 @@ def format_algorithm(info: dict) -> str:
                 "critic": "none"
                 if c is None
                 else f"K={c['updates_per_step']}, warmup={c['warmup_steps']}, "
-                f"frozen attention={c['freeze_attention']}, lr={c['lr']}",
+                f"frozen attention={c['freeze_attention']}",
             }
         )
     lines += ["", "presets (--preset NAME; 'default' = no preset):"]

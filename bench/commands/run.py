@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override any config field, e.g. --set trajectories_per_step=64 --set algo.eps_high=4.0 "
+        help="override any config field, e.g. --set trajectories_per_step=64 --set algo.dis_eps_high=4.0 "
         "--set task.demo_error_rate=0.2; repeatable; wins over --config and flags",
     )
     p.add_argument(

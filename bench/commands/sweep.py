@@ -180,6 +180,8 @@ def _check_spaces(spec, defaults: dict) -> dict[str, dict]:
     builds a valid config; the first trials' values per arm."""
     import dataclasses
 
+    from algorithms import registry
+    from algorithms.renames import current_key
     from bench.config import RunConfig, build_config, did_you_mean
     from sweeps.spaces import as_layer, paper_defaults
     from sweeps.study import SweepError
@@ -189,7 +191,8 @@ def _check_spaces(spec, defaults: dict) -> dict[str, dict]:
     run_fields = {f.name for f in dataclasses.fields(RunConfig)}
     for arm in spec.arms:
         params, fixed, algo_config, _ = arm_space(spec, arm, defaults)
-        for name in spec.space:
+        for given in spec.space:
+            name = current_key(registry.get(arm.algo), given)  # an old field name: its current one
             section, dot, key = name.partition(".")
             valid = [f"algo.{k}" for k in algo_config] if dot else sorted(run_fields)
             if (dot and (section != "algo" or key not in algo_config)) or (

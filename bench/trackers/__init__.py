@@ -130,7 +130,7 @@ def open_trackers(
 
 
 def flat_config(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """`{"algo_config": {"eps_high": 5.0}}` -> `{"algo_config/eps_high": 5.0}` (for trackers whose
+    """`{"algo_config": {"dis_eps_high": 5.0}}` -> `{"algo_config/dis_eps_high": 5.0}` (for trackers whose
     parameters are flat, e.g. MLflow)."""
     out: dict[str, Any] = {}
     for key, value in config.items():

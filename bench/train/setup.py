@@ -49,8 +49,8 @@ def load_policy_for_run(config: RunConfig, task: Any, checkpoint: Path | None = 
 def resolve_learning_rates(config: RunConfig, algo: Any, policy: Any, task_name: str) -> tuple[float, float]:
     """(policy LR, critic LR) of a run. Explicit config values win; then small models
     (< 20M parameters) get the task's tiny-model rate (`bench.models.recipes`) or else
-    SMALL_LRS, and larger ones the paper's policy LR and the algorithm's critic LR. The policy
-    LR never depends on the algorithm, so algorithms on one task are compared at the same rate."""
+    SMALL_LRS, and larger ones the paper's (PAPER_LRS). Neither rate depends on the algorithm,
+    so algorithms on one task are compared at the same rates."""
     from bench.models.recipes import recipe_for
 
     small = sum(p.numel() for p in policy.parameters()) < SMALL_MODEL_PARAMS
@@ -61,12 +61,7 @@ def resolve_learning_rates(config: RunConfig, algo: Any, policy: Any, task_name:
         policy_lr = recipe_for(task_name).policy_lr
     else:
         policy_lr = tier["policy"]
-    if config.critic_lr is not None:
-        critic_lr = config.critic_lr
-    elif small or algo.critic is None:
-        critic_lr = tier["critic"]
-    else:
-        critic_lr = algo.critic.lr
+    critic_lr = config.critic_lr if config.critic_lr is not None else tier["critic"]
     return policy_lr, critic_lr
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.config import RECORDED_KEYS, RunConfig, build_config, recorded_config
+from bench.config_renames import current_names
 from bench.errors import UsageError
 from results.rundir import RunDir, write_json_atomic
 
@@ -89,6 +90,7 @@ def resume_run(path: str | Path, *overrides: dict[str, Any]) -> tuple[RunDir, Ru
     saved = run.read_config()
     _load_recorded_plugin(run, saved)
     config = build_config(saved, *overrides)
+    saved = current_names(saved, saved.get("algo", config.algo))  # a renamed field is not a change
     # a field the saved config lacks (added to RunConfig since) takes its default: not a change
     changed = {k: (saved[k], v) for k, v in config.to_dict().items() if k in saved and saved[k] != v}
     refused = [k for k in changed if k not in EXTENDING_FIELDS]

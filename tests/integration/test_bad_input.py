@@ -29,7 +29,7 @@ RUN = [
     (["--set", "trajectories_per_step=abc"], "trajectories_per_step: expected int"),
     (
         ["--set", "algo.eps_hgh=1"],
-        "algo.eps_hgh: unknown field of sao (did you mean 'eps_high'?); valid fields:",
+        "algo.eps_hgh: unknown field of sao (did you mean 'dis_eps_high'?); valid fields:",
     ),
     (["--set", "stale_policy=keep"], "stale_policy: invalid value 'keep'; valid choices: drop, requeue"),
     (
@@ -54,6 +54,10 @@ RUN = [
     ),
     (["--set", "task.nosuch=1"], "task.nosuch: unknown argument of task 'arith'; valid arguments:"),
     (["--set", "policy_lr=-1"], "policy_lr: must be > 0, got -1.0"),
+    (
+        ["--algo", "grpo", "--set", "critic_lr=1e-3"],
+        "critic_lr: grpo has no critic, so the run would not use it",
+    ),
     (["--set", "temperature=nan"], "temperature: must be a finite number, got nan"),
     (["--set", "top_p=inf"], "top_p: must be a finite number, got inf"),
     (["--out", "{file}"], "not a directory; name a new directory"),
@@ -113,6 +117,7 @@ COMPARE = [
     (["--algos", "sao", *B, "--select", "last"], "--select 'last': expected 'final' or 'best-on=BENCH'"),
     (["--algos", "sao", *B, "--seeds", "0"], "--seeds must be >= 1, got 0"),
     (["--algos", "sao", *B, "--set", "seed=3"], "--set seed: set by bench compare itself"),
+    (["--algos", "sao,grpo", *B, "--set", "critic_lr=1e-3"], "critic_lr: grpo has no critic"),
     (
         ["--algos", "grpo", *B, "--set", "trajectories_per_step=12"],
         "not a multiple of grpo's rollouts per prompt",
@@ -131,7 +136,10 @@ SWEEP = [
         ["--algo", "sao", *B, "--space", "{space_typo}"],
         "--space: 'algo.eps_hihg' is not a parameter of sao (did you mean",
     ),
-    (["--algo", "sao", *B, "--space", "{space_bad}"], "search space algo.eps_high: needs numbers low < high"),
+    (
+        ["--algo", "sao", *B, "--space", "{space_bad}"],
+        "search space algo.dis_eps_high: needs numbers low < high",
+    ),
     (["--algo", "sao", *B, "--space", "{file}"], "--space {file}: invalid TOML"),
     (
         ["--algo", "sao", *B, "--objective", "eval/aith/avg_at_k"],
@@ -205,7 +213,9 @@ def places(tmp_path_factory):
         RunDir.create(root / name, _full_config(config), {})
     RunDir(root / "locked").lock()  # held by this process until the module's tests end
     (root / "space_typo.toml").write_text('[params."algo.eps_hihg"]\ntype = "float"\nlow = 1.0\nhigh = 2.0\n')
-    (root / "space_bad.toml").write_text('[params."algo.eps_high"]\ntype = "float"\nlow = 3.0\nhigh = 2.0\n')
+    (root / "space_bad.toml").write_text(
+        '[params."algo.dis_eps_high"]\ntype = "float"\nlow = 3.0\nhigh = 2.0\n'
+    )
     other = root / "other"  # a comparison of other settings
     other.mkdir()
     spec = ComparisonSpec("arith", (Arm("sao", "sao"),), (0,), ("trajectories", 8), EvalPlan(("arith",)))

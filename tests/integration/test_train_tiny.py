@@ -22,6 +22,8 @@ from tests.integration.conftest import TASK_ARGS
 def _config(algo: str, base, **extra):
     fields = {f.name for f in dataclasses.fields(registry.get(algo).Config)}
     algo_args = {"critic_warmup_steps": 0} if "critic_warmup_steps" in fields else {}
+    # critic_lr only where there is a critic: for an algorithm without one it is refused
+    critic = {"critic_lr": 1e-3} if registry.get(algo)().critic is not None else {}
     layer = {
         "algo": algo,
         "model": str(base),
@@ -32,7 +34,7 @@ def _config(algo: str, base, **extra):
         "max_new_tokens": 48,
         "engine_slots": 16,
         "policy_lr": 1e-3,
-        "critic_lr": 1e-3,
+        **critic,
         "task_args": dict(TASK_ARGS),
         "algo_args": algo_args,
     }

@@ -33,7 +33,7 @@ def t(*xs):
 
 
 def test_dis_band_is_strict_at_both_bounds():
-    # eps 0.3/5.0 keeps 0.7 < r < 6.0; exactly 0.7 and 6.0 are outside (strict inequalities).
+    # band 0.3/5.0 keeps 0.7 < r < 6.0; exactly 0.7 and 6.0 are outside (strict inequalities).
     # Note 1 - 0.3 == 0.7 and 1 + 5.0 == 6.0 exactly in float64.
     r = t(0.7001, 0.6999, 5.999, 6.001, 0.7, 6.0, 1.0)
     f, in_band = dis_coefficient(r, 0.3, 5.0)
@@ -42,7 +42,7 @@ def test_dis_band_is_strict_at_both_bounds():
 
 
 def test_dis_coding_band():
-    # coding preset 0.8/3.0 keeps 0.2 < r < 4.0
+    # coding band 0.8/3.0 keeps 0.2 < r < 4.0
     _, in_band = dis_coefficient(t(0.2001, 0.1999, 3.999, 4.001), 0.8, 3.0)
     assert in_band.tolist() == [True, False, True, False]
 
@@ -80,7 +80,7 @@ def test_dis_token_loss_without_detach_uses_the_product_rule():
 
 
 def test_ppo_clip_four_cases():
-    # eps 0.2/0.2, clip range [0.8, 1.2]
+    # clip eps 0.2/0.2, clip range [0.8, 1.2]
     r = t(1.5, 0.5, 0.5, 1.5, 1.1).requires_grad_(True)
     a = t(1.0, 1.0, -1.0, -1.0, 2.0)
     loss, clipped = ppo_clip_token_loss(r, a, 0.2, 0.2)
@@ -96,7 +96,7 @@ def test_ppo_clip_four_cases():
 
 
 def test_ppo_clip_asymmetric_clip_higher():
-    # eps 0.2/0.28: r = 1.25 with A > 0 is inside [0.8, 1.28], r = 1.3 is clipped at 1.28
+    # clip eps 0.2/0.28: r = 1.25 with A > 0 is inside [0.8, 1.28], r = 1.3 is clipped at 1.28
     loss, clipped = ppo_clip_token_loss(t(1.25, 1.3), t(1.0, 1.0), 0.2, 0.28)
     assert torch.allclose(loss, t(-1.25, -1.28))
     assert clipped.tolist() == [False, True]
@@ -200,16 +200,23 @@ def test_whole_losses_match_their_token_terms():
     clip_inputs = PolicyLossInputs(
         logp, rollout_logp_B_T=zeros, advantages_B_T=adv, action_mask_B_T=mask, old_logp_B_T=zeros
     )
-    out = clipped_policy_loss(clip_inputs, "test", eps_low=0.2, eps_high=0.2, aggregation="token-mean")
+    out = clipped_policy_loss(
+        clip_inputs, "test", clip_eps_low=0.2, clip_eps_high=0.2, aggregation="token-mean"
+    )
     loss, m = out.loss, out.metrics
     assert loss.item() == pytest.approx((-1.2 - 0.5) / 2)  # see test_ppo_clip_four_cases
     assert m["policy/clip_frac"] == pytest.approx(0.5)
     dis_inputs = PolicyLossInputs(logp, rollout_logp_B_T=zeros, advantages_B_T=adv, action_mask_B_T=mask)
-    out = dis_policy_loss(dis_inputs, eps_low=0.3, eps_high=5.0, aggregation="token-mean")
+    out = dis_policy_loss(dis_inputs, dis_eps_low=0.3, dis_eps_high=5.0, aggregation="token-mean")
     loss, m = out.loss, out.metrics
     assert loss.item() == pytest.approx(-1.5 * math.log(1.5) / 2)  # r = 0.5 is out of band
     assert m["policy/masked_frac"] == pytest.approx(0.5)
     with pytest.raises(ValueError, match="ratio level"):
         clipped_policy_loss(
-            clip_inputs, "test", eps_low=0.2, eps_high=0.2, aggregation="token-mean", ratio_level="x"
+            clip_inputs,
+            "test",
+            clip_eps_low=0.2,
+            clip_eps_high=0.2,
+            aggregation="token-mean",
+            ratio_level="x",
         )

@@ -163,8 +163,8 @@ def test_sao_critic_loss_and_settings():
     assert out.loss.item() == pytest.approx(0.065)
     assert out.metrics["value/mean"] == pytest.approx(0.7)
     assert math.isnan(out.metrics["value/explained_variance"])  # Var(R) = 0
-    c = SAO().critic
-    assert (c.updates_per_step, c.warmup_steps, c.freeze_attention, c.lr) == (2, 10, True, 5e-6)
+    c = SAO().critic  # its learning rate is the run field critic_lr (plugin API 2)
+    assert (c.updates_per_step, c.warmup_steps, c.freeze_attention) == (2, 10, True)
     assert SAO().needs == {"values"} and SAO().group_size == 1
 
 
@@ -275,7 +275,13 @@ def test_ppo_advantages_gae():
 def test_ppo_vapo_preset():
     # Vanilla VAPO: length-adaptive lambda = 1 - 1/(1.5*3) = 7/9 -> A = [49/162, 7/18, 1/2]; critic lambda 1 -> R = 1
     cfg = PPO.make_config(preset="vapo", normalize_advantages=False)
-    assert (cfg.length_adaptive_lambda, cfg.alpha, cfg.lambda_critic, cfg.eps_low, cfg.eps_high) == (
+    assert (
+        cfg.length_adaptive_lambda,
+        cfg.alpha,
+        cfg.lambda_critic,
+        cfg.clip_eps_low,
+        cfg.clip_eps_high,
+    ) == (
         True,
         1.5,
         1.0,
@@ -414,9 +420,9 @@ def test_losses_ignore_non_action_positions(name):
 
 def test_sao_presets():
     cfg = SAO.make_config(preset="coding")
-    assert (cfg.eps_low, cfg.eps_high) == (0.8, 3.0)
+    assert (cfg.dis_eps_low, cfg.dis_eps_high) == (0.8, 3.0)
     cfg = SAO.make_config(preset="math")
-    assert (cfg.eps_low, cfg.eps_high) == (0.3, 5.0)
+    assert (cfg.dis_eps_low, cfg.dis_eps_high) == (0.3, 5.0)
     assert SAO(SAO.make_config(preset="single-critic-update")).critic.updates_per_step == 1
     assert SAO(SAO.make_config(preset="full-parameter-critic")).critic.freeze_attention is False
     dis_only = SAO(SAO.make_config(preset="dis-only")).critic

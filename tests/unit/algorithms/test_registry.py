@@ -87,11 +87,14 @@ def test_entry_point_plugin(tmp_path, monkeypatch):
     assert registry.describe("reinforce")["source"].startswith("entry point (reinforce-example")
 
 
-def test_entry_point_clashing_with_builtin(tmp_path, monkeypatch):
+def test_entry_point_clashing_with_builtin_is_refused_and_the_builtin_stays(tmp_path, monkeypatch):
+    # changed with plugin API 2: a clash refuses the entry point only, it no longer breaks the registry
     _fake_distribution(tmp_path, "grpo = reinforce_plugin:Reinforce")
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(registry.RegistryError, match="duplicate algorithm name 'grpo'"):
-        registry.names()
+    assert registry.names().count("grpo") == 1 and registry.get("grpo").__module__ == "algorithms.grpo"
+    (line,) = registry.problems()
+    assert line.startswith("algorithm 'grpo' from entry point (reinforce-example) refused: ")
+    assert "duplicate algorithm name 'grpo'" in line
 
 
 def _bench(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
@@ -133,9 +136,9 @@ def test_describe_shows_fields_presets_and_what_each_preset_changes():
     info = registry.describe("grpo")
     fields = {f["name"]: f for f in info["fields"]}
     assert (
-        fields["eps_high"]["type"] == "float"
-        and fields["eps_high"]["default"] == 0.2
-        and fields["eps_high"]["help"]
+        fields["clip_eps_high"]["type"] == "float"
+        and fields["clip_eps_high"]["default"] == 0.2
+        and fields["clip_eps_high"]["help"]
     )
     assert info["paper"].startswith("Shao et al.")
     dis = info["by_preset"]["dis"]
@@ -178,10 +181,10 @@ def test_cli_algos_name_explains_the_algorithm():
         "paper:    Hou, Li, Tang, Dong",
         "source:   built-in (algorithms.sao:SAO)",
         "critic:   updates_per_step=2, warmup_steps=10",
-        "eps_high",
+        "dis_eps_high",
         "float",
         "5.0",
-        "coding                 eps_low=0.8, eps_high=3.0",
+        "coding                 dis_eps_low=0.8, dis_eps_high=3.0",
         "bench algos --check sao",
     ):
         assert expected in text, expected

@@ -52,21 +52,33 @@ def _sweep(
     return out
 
 
-def test_arms_of_two_sweeps_take_their_best_trials(tmp_path):
+def test_arms_of_two_sweeps_take_their_best_trials_under_current_names(tmp_path):
+    # the studies name the band `algo.eps_high`, as sweeps stored before plugin API 2 did: sao's DIS
+    # band and grpo's PPO clip; the arms carry the current names (changed with the rename)
+    from algorithms.deprecation import DeprecatedFormWarning, forget_warnings
+
+    forget_warnings()
     first = _sweep(tmp_path / "sao", [Arm("sao", "sao")], {"sao": [0.60, 0.67, 0.62]})
     second = _sweep(
         tmp_path / "rest",
         [Arm("grpo", "grpo"), Arm("sao:dis-only", "sao", "dis-only")],
         {"grpo": [0.55, 0.50], "sao:dis-only": [0.58, 0.59, 0.64]},
     )
-    arms, tuning = best_arms([first, second])
+    with pytest.warns(DeprecatedFormWarning) as caught:
+        arms, tuning = best_arms([first, second])
+    assert sorted(str(w.message).split(";")[0] for w in caught) == [
+        "grpo: algo.eps_high is now algo.clip_eps_high",
+        "sao: algo.eps_high is now algo.dis_eps_high",
+    ]
     by_name = {a.name: a for a in arms}
     assert list(by_name) == ["sao", "grpo", "sao:dis-only"]
     assert by_name["sao"].run_args["policy_lr"] == pytest.approx(2e-4)  # trial 1, 0.67
     assert by_name["grpo"].run_args["policy_lr"] == pytest.approx(1e-4)
     assert by_name["sao:dis-only"].preset == "dis-only" and by_name["sao:dis-only"].algo_args == {
-        "eps_high": 0.2
+        "dis_eps_high": 0.2
     }
+    assert by_name["grpo"].algo_args == {"clip_eps_high": 0.2}
+    assert tuning["best"]["grpo"]["params"] == {"policy_lr": pytest.approx(1e-4), "algo.clip_eps_high": 0.2}
     assert tuning["best"]["sao:dis-only"]["trial"] == 2 and tuning["best"]["sao"]["value"] == pytest.approx(
         0.67
     )

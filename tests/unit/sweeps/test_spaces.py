@@ -64,8 +64,8 @@ def test_the_first_trial_is_the_paper_s_defaults():
     _, config, params, _ = _space("sao")
     assert paper_defaults(params, config, TINY) == {
         "policy_lr": 1e-4,
-        "algo.eps_low": 0.3,
-        "algo.eps_high": 5.0,
+        "algo.dis_eps_low": 0.3,
+        "algo.dis_eps_high": 5.0,
         "algo.critic_updates_per_step": 2,
         "critic_lr": 1e-3,
         "algo.critic_warmup_steps": 10,
@@ -79,13 +79,13 @@ def test_the_first_trial_is_the_paper_s_defaults():
 def test_an_ablation_preset_keeps_the_critic_updates_that_define_it(preset):
     _, config, params, _ = _space("sao", preset)
     assert "algo.critic_updates_per_step" not in {p.name for p in params}  # tuning must not undo the ablation
-    assert {"policy_lr", "algo.eps_low", "critic_lr"} <= {p.name for p in params}
+    assert {"policy_lr", "algo.dis_eps_low", "critic_lr"} <= {p.name for p in params}
 
 
 def test_a_space_file_replaces_adds_and_fixes_parameters(tmp_path):
     path = tmp_path / "space.toml"
     path.write_text(
-        '[params."algo.eps_high"]\ntype = "float"\nlow = 2.0\nhigh = 3.0\n'
+        '[params."algo.dis_eps_high"]\ntype = "float"\nlow = 2.0\nhigh = 3.0\n'
         "[params.policy_lr]\nfixed = 5e-5\n"
         '[params.minibatches]\ntype = "categorical"\nchoices = [1, 2]\n'
     )
@@ -94,8 +94,42 @@ def test_a_space_file_replaces_adds_and_fixes_parameters(tmp_path):
     _, _, params, fixed = _space("sao", overrides=overrides)
     by_name = {p.name: p for p in params}
     assert "policy_lr" not in by_name and fixed == {"policy_lr": 5e-5}
-    assert (by_name["algo.eps_high"].low, by_name["algo.eps_high"].high) == (2.0, 3.0)
+    assert (by_name["algo.dis_eps_high"].low, by_name["algo.dis_eps_high"].high) == (2.0, 3.0)
     assert by_name["minibatches"].choices == (1, 2)
+
+
+@pytest.mark.parametrize(
+    "algo, field",
+    [("sao", "algo.dis_eps_high"), ("grpo", "algo.clip_eps_high"), ("dapo", "algo.clip_eps_high")],
+)
+def test_a_space_file_with_an_old_field_name_replaces_the_current_field(tmp_path, algo, field):
+    from algorithms.deprecation import DeprecatedFormWarning, forget_warnings
+
+    path = tmp_path / "space.toml"
+    path.write_text(
+        '[params."algo.eps_high"]\ntype = "float"\nlow = 0.25\nhigh = 0.3\n[params."algo.eps_low"]\nfixed = 0.1\n'
+    )
+    forget_warnings()
+    with pytest.warns(DeprecatedFormWarning, match=rf"{algo}: algo.eps_high is now {field}") as caught:
+        _, _, params, fixed = _space(algo, overrides=load_space_file(path))
+    names = [p.name for p in params]
+    assert names.count(field) == 1 and "algo.eps_high" not in names  # replaced, not added beside it
+    assert {(p.low, p.high) for p in params if p.name == field} == {(0.25, 0.3)}
+    assert fixed == {field.replace("high", "low"): 0.1}
+    assert len([w for w in caught if issubclass(w.category, DeprecatedFormWarning)]) == 2  # one per old name
+
+
+def test_bench_sweep_accepts_a_space_file_swept_with_old_names():
+    from algorithms.deprecation import DeprecatedFormWarning, forget_warnings
+    from bench.commands.sweep import _check_spaces
+    from sweeps.study import SweepSpec
+
+    space = {"algo.eps_high": {"type": "float", "low": 2.0, "high": 3.0}}
+    spec = SweepSpec("arith", (Arm("sao", "sao"),), 2, "reward/final", "maximize", ("trajectories", 64), (0,))
+    forget_warnings()
+    with pytest.warns(DeprecatedFormWarning, match="sao: algo.eps_high is now algo.dis_eps_high"):
+        firsts = _check_spaces(dataclasses.replace(spec, space=space), TINY)
+    assert firsts["sao"]["algo.dis_eps_high"] == 3.0  # the paper's 5.0, clipped into the file's range
 
 
 @pytest.mark.parametrize(
