@@ -13,9 +13,13 @@ and Qwen3-MoE (`qwen3_moe`: routed experts).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from bench.errors import UsageError
 
 ARCHITECTURES = ("llama", "qwen2", "qwen3", "qwen3_moe")
 """The `model_type`s whose shape is read here."""
@@ -162,8 +166,8 @@ class DecoderShape:
         return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
 
 
-class ShapeError(ValueError):
-    """A config this module cannot read (an unsupported architecture or a missing field)."""
+class ShapeError(UsageError):
+    """A model this module cannot read: an unsupported architecture, an unknown shape name."""
 
 
 def _getter(config: Any) -> Callable[[str, Any], Any]:
@@ -234,3 +238,32 @@ def hf_config(name: str, **overrides: Any) -> Any:
     known_shape(name)  # the error for an unknown name
     fields = {**KNOWN_SHAPES[name], **overrides}
     return AutoConfig.for_model(fields.pop("model_type"), **fields)
+
+
+def resolve_shape(spec: str) -> DecoderShape:
+    """The shape a model spec names, without loading weights: `tiny` (the embedded model), a
+    `KNOWN_SHAPES` name, `smollm2` (the converted model's config when present, else its
+    published shape) or a local directory holding a config.json; ShapeError otherwise."""
+    from bench.models.offline import OFFLINE_MODELS, offline_model_dir
+
+    if spec == "tiny":
+        from bench.models.tiny import tiny_config
+        from bench.models.tokenizer import build_tiny_tokenizer
+
+        return decoder_shape(tiny_config(len(build_tiny_tokenizer())))
+    if spec in KNOWN_SHAPES:
+        return known_shape(spec)
+    if spec in OFFLINE_MODELS:
+        converted = offline_model_dir(spec) / "config.json"
+        return (
+            decoder_shape(json.loads(converted.read_text()))
+            if converted.is_file()
+            else known_shape("smollm2-135m")
+        )
+    config = Path(spec).expanduser() / "config.json"
+    if not config.is_file():
+        raise ShapeError(
+            f"model {spec!r}: not a known shape and no config.json there; valid: tiny, "
+            f"{', '.join(OFFLINE_MODELS)}, {', '.join(KNOWN_SHAPES)}, or a local transformers directory"
+        )
+    return decoder_shape(json.loads(config.read_text()))
