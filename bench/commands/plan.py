@@ -194,13 +194,14 @@ def format_plan(result: dict) -> str:
 
 
 def memory_table(args: argparse.Namespace) -> str:
-    """docs/gpu.md's table: total GiB per GPU without and with activation checkpointing."""
+    """docs/gpu.md's table: GiB per GPU (state = weights + grads + optimizer; critic with its
+    state), the total without and with activation checkpointing (AC), and whether it fits."""
     from bench.models.memory import GIB, Part, estimate, total_bytes
     from bench.models.shapes import known_shape
 
     lines = [
-        "| model | algo | precision | GPUs | state | critic | activations | total | total, AC | fits |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| model | algo | precision | GPUs | state | critic | tokens/chunk | activations | total | total, AC | fits |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for model in TABLE_MODELS:
         shape = known_shape(model)
@@ -222,6 +223,7 @@ def memory_table(args: argparse.Namespace) -> str:
                     )
                     lines.append(
                         f"| {model} | {algo} | {precision} | {gpus} | {state:.1f} | {by.get(Part.CRITIC, 0):.1f} "
-                        f"| {by[Part.ACTIVATIONS]:.1f} | {total:.1f} | {total_ac:.1f} | {fits} |"
+                        f"| {chunk_tokens(args, shape):,} | {by[Part.ACTIVATIONS]:.1f} | {total:.1f} | {total_ac:.1f} "
+                        f"| {fits} |"
                     )
     return "\n".join(lines)
