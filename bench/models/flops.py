@@ -18,6 +18,10 @@ inputs and to the weights are one matmul each). Per token of a forward pass:
   not account for sparsity in causal attention", torchtitan); `CAUSAL` counts each query against
   its prefix (itself included), S(S+1)/2 pairs: the work a causal kernel cannot skip.
 
+A run's passes: rollouts `generation_flops`; a learner step `train_step_flops` (plus a
+`forward_flops` for each no-grad pass: old-policy log-probs, a reference model's); a critic update
+`train_step_flops(..., head=Head.VALUE)`, with `frozen_attention` for SAO's critic.
+
 Not counted: the embedding lookup (a gather), norms, RoPE, softmax, activations, residual adds
 and the loss (elementwise, O(hidden) per token against O(hidden^2)); optimizer updates; work
 repeated by activation checkpointing (it is not model work: MFU divides the model's FLOPs by

@@ -177,8 +177,10 @@ def _getter(config: Any) -> Callable[[str, Any], Any]:
 
 
 def decoder_shape(config: Any) -> DecoderShape:
-    """The shape of a Hugging Face config (a `PretrainedConfig`, a config.json dict, or a model /
-    `ValueModel` whose `.config` / `.backbone.config` is one); ShapeError for other architectures."""
+    """The shape of a Hugging Face config (a `PretrainedConfig`, a config.json dict, or a model,
+    `ValueModel` or DDP-wrapped model holding one); ShapeError for other architectures."""
+    if hasattr(config, "module") and not hasattr(config, "config"):  # a DDP-style wrapper
+        config = config.module
     if hasattr(config, "backbone") and not hasattr(config, "config"):  # bench.models.critic.ValueModel
         config = config.backbone
     config = getattr(config, "config", config)

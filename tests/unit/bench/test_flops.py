@@ -136,6 +136,9 @@ def test_a_shape_is_read_from_a_model_a_config_or_a_dict():
     model = _small("qwen3")
     shape = decoder_shape(model)
     assert decoder_shape(model.config) == shape == decoder_shape(model.config.to_dict())
+    wrapped = torch.nn.Module()
+    wrapped.module = model  # how DDP holds the model
+    assert decoder_shape(wrapped) == shape
     assert shape.head_dim == 20 and shape.qk_norm and shape.tied_embeddings
 
 
