@@ -8,9 +8,9 @@ parity at T 0.8 and 1.0; greedy = argmax; a seed reproduces its sample alone and
 stop strings; the context budget; an in-flight weight update after which every token labelled
 with the new version is exactly the new weights' (and every older one the old weights'); close
 and re-create in one process. Each test runs on two architectures: the tiny Llama and a
-Qwen3-shaped model of the same size (per-head q/k norms, head_dim 48 instead of 128 / 4), both
-served by the torch engine's KV-cached runner. `docs/backends.md` records where each engine
-passed them.
+Qwen3-shaped model of the same size (per-head q/k norms, head_dim 64 instead of 128 / 4, a size
+GPU attention kernels support), both served by the torch engine's KV-cached runner.
+`docs/backends.md` records where each engine passed them.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def new_tiny_qwen3_model(seed: int):
         num_hidden_layers=4,
         num_attention_heads=4,
         num_key_value_heads=2,
-        head_dim=48,
+        head_dim=64,
         intermediate_size=384,
         max_position_embeddings=1024,
         tie_word_embeddings=True,
