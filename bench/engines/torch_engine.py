@@ -2,7 +2,7 @@
 
 This module holds the engine protocol (`TorchEngine`: slots, request admission, sampling,
 stop/eos handling, weight versions, `update_weights`, stats) and the architecture-agnostic
-`_FullForwardRunner`; the Llama model-execution fast path lives in `bench.engines.llama_runner`.
+`_FullForwardRunner`; the KV-cached fast path lives in `bench.engines.cached_runner`.
 
 Each `step()` admits waiting requests into free slots (lowest first, so a slot freed on one
 step is refilled on the very next), prefills the new prompts (their last logits give their
@@ -10,8 +10,9 @@ first token), decodes one token for every other active slot, samples all rows in
 vectorised call, and retires rows that hit eos, a stop string or their token budget.
 
 Forward passes, by architecture:
-- Llama (`config.model_type == "llama"`: the tiny default, SmolLM2, Llama 2/3): `_LlamaRunner`
-  (`bench.engines.llama_runner`), a batched incremental decode built from the HF model's own
+- Llama, Qwen2 and Qwen3 (`config.model_type` in `llama`, `qwen2`, `qwen3`: the tiny default,
+  SmolLM2, Llama 2/3, Qwen2.5, Qwen3; full attention in every layer): `_CachedRunner`
+  (`bench.engines.cached_runner`), a batched incremental decode built from the HF model's own
   weights, RMSNorm epsilons and rotary module (its rope scaling included), against a per-slot
   K/V cache [slots, kv_heads, capacity, head_dim] that grows on demand up to `max_seq_len`.
   Small-model decode is bound by per-op overhead, not FLOPs, so it is written for few ops per
@@ -46,7 +47,7 @@ from typing import Any
 import torch
 
 from bench.engines.base import Completion, Engine, GenerationRequest, check_request, throughput_stats
-from bench.engines.llama_runner import _LlamaRunner
+from bench.engines.cached_runner import _CachedRunner, supports_cache
 from bench.models.packing import pack
 
 _ONE_THREAD_MAX_HIDDEN = 256  # default: models up to this hidden size decode on one thread (CPU)
@@ -110,7 +111,7 @@ class _Active:
 
 
 class _FullForwardRunner:
-    """Fallback for non-Llama models: each step runs every active sequence in full, left-padded,
+    """Fallback for models `_CachedRunner` does not run: each step runs every active sequence in full, left-padded,
     through the HF forward (no cache). Correct for any causal LM, quadratic in length."""
 
     def __init__(self, model: Any, pad_id: int) -> None:
@@ -139,11 +140,14 @@ class TorchEngine(Engine):
         max_batch_size: int = 32,
         max_seq_len: int | None = None,
         num_threads: int | None = None,
+        kv_cache: bool = True,
     ) -> None:
         """`num_threads`: intra-op threads while `step()` runs (set for the calling thread and
         restored after; OpenMP builds of torch only). None = 1 for a small model on CPU (hidden
         size <= 256: decode there is bound by per-op overhead, which more threads only add to, and
-        a 1-thread engine leaves the other cores to the learner), otherwise torch's setting."""
+        a 1-thread engine leaves the other cores to the learner), otherwise torch's setting.
+        `kv_cache=False` runs `_FullForwardRunner` even where `_CachedRunner` could (the reference
+        `bench perf --only kv_cache` measures the cache against)."""
         self.model, self.tokenizer = model.eval(), tokenizer
         self.max_batch_size = max_batch_size
         self.max_seq_len = int(max_seq_len or getattr(model.config, "max_position_embeddings", 2048))
@@ -154,13 +158,12 @@ class TorchEngine(Engine):
         self.num_threads = num_threads or (1 if small and self.device.type == "cpu" else None)
         if not _per_thread_intra_op():  # torch's native thread pool cannot be resized per call
             self.num_threads = None
-        inner = getattr(model, "model", None)
-        if model.config.model_type == "llama" and hasattr(inner, "rotary_emb") and hasattr(inner, "layers"):
-            self._runner: Any = _LlamaRunner(model, max_batch_size, self.max_seq_len)
+        if kv_cache and supports_cache(model):
+            self._runner: Any = _CachedRunner(model, max_batch_size, self.max_seq_len)
         else:
             pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
             self._runner = _FullForwardRunner(model, pad)
-        self.cached = isinstance(self._runner, _LlamaRunner)
+        self.cached = isinstance(self._runner, _CachedRunner)
         self._slots: list[_Active | None] = [None] * max_batch_size
         self._waiting: deque[GenerationRequest] = deque()
         self._queue_lock = threading.Lock()  # submit() may come from another thread

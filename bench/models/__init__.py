@@ -7,7 +7,9 @@
 - `packing`: (prompt, response) rows into padded batches and length buckets;
 - `logprobs`: per-token log-probs and entropies, and the learner's memory budget;
 - `critic`: the value model built from the policy, frozen attention;
-- `recipes`, `cache`, `pretrain`: the tiny model's base checkpoints per task.
+- `recipes`, `cache`, `pretrain`: the tiny model's base checkpoints per task;
+- `shapes`: a decoder's shape from its config, and known shapes by name (Qwen3 sizes, SmolLM2);
+- `flops`: model FLOPs of forward, backward, training and generation, peak GPU FLOP/s, MFU.
 
 Nothing here imports the engines, the rollout side or the learner.
 """

@@ -19,10 +19,8 @@ LEARNER_ACTIVATION_BYTES = 8 << 30
 
 def learner_chunk_tokens(model: nn.Module) -> int:
     """Padded tokens per learner forward/backward that keep its activations near
-    `LEARNER_ACTIVATION_BYTES`, from a per-token estimate in float32: what each layer saves for
-    backward (~12 hidden-sized and 4 intermediate-sized vectors) plus 2 vocabulary-sized ones (the
-    logits and their gradient; `_TokenLogprobs` keeps nothing else of that size). The tiny model
-    gets ~170k tokens (it never chunks); SmolLM2-135M (30 layers, a 49k vocabulary) ~4,400."""
+    `LEARNER_ACTIVATION_BYTES` (`chunk_tokens_for` of the model's config). The tiny model gets
+    ~170k tokens (it never chunks); SmolLM2-135M (30 layers, a 49k vocabulary) ~4,400."""
     config = getattr(model, "config", None)
     layers = getattr(config, "num_hidden_layers", None)
     hidden = getattr(config, "hidden_size", None)
@@ -30,6 +28,14 @@ def learner_chunk_tokens(model: nn.Module) -> int:
         return 1 << 62
     intermediate = getattr(config, "intermediate_size", None) or 4 * hidden
     vocab = getattr(config, "vocab_size", None) or 0
+    return chunk_tokens_for(layers, hidden, intermediate, vocab)
+
+
+def chunk_tokens_for(layers: int, hidden: int, intermediate: int, vocab: int) -> int:
+    """Tokens per forward/backward whose activations stay near `LEARNER_ACTIVATION_BYTES`, from a
+    per-token estimate in float32: what each layer saves for backward (~12 hidden-sized and 4
+    intermediate-sized vectors) plus 2 vocabulary-sized ones (the logits and their gradient;
+    `_TokenLogprobs` keeps nothing else of that size). `bench plan` uses it for a run's default."""
     per_token = 4 * (layers * (12 * hidden + 4 * intermediate) + 2 * vocab)
     return max(256, LEARNER_ACTIVATION_BYTES // per_token)
 

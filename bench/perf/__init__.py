@@ -12,6 +12,8 @@ in the same process, interleaved with ours, and their ratio:
 4. `async_vs_sync`: wall time of `bench.train.loop.train` in sync vs async mode, same trajectories.
 5. `agent_async_vs_sync`: the same on the agent task with slow tools (mean 0.3 s per call).
 6. `sandbox`: the median overhead of running a trivial test file through `envs.sandbox`.
+7. `kv_cache`: TorchEngine tokens/s with its KV-cached runner vs its full-forward runner, on a
+   small random Qwen3 (built in the section; `--model` does not apply).
 
 Every number here is a wall-clock time on whatever machine runs it, shared or not: compare
 ratios measured in one invocation, not absolute numbers across invocations. Tests never assert
@@ -36,6 +38,7 @@ SECTIONS = (
     "async_vs_sync",
     "agent_async_vs_sync",
     "sandbox",
+    "kv_cache",
 )
 JSON_VERSION = 1
 

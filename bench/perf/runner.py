@@ -93,6 +93,10 @@ def _run_section(name: str, model: Any, tokenizer: Any, args: argparse.Namespace
         from bench.perf.loop_sections import agent_async_vs_sync_section
 
         return agent_async_vs_sync_section(args.repeats, args.quick)
+    if name == "kv_cache":
+        from bench.perf.kv_cache_section import kv_cache_section
+
+        return kv_cache_section(args.repeats, args.quick)
     from bench.perf.loop_sections import sandbox_section
 
     return sandbox_section(args.repeats, args.quick)

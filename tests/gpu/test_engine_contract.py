@@ -7,7 +7,10 @@ sides float32: the engine's dtype defaults to the learner's parameters'). What t
 parity at T 0.8 and 1.0; greedy = argmax; a seed reproduces its sample alone and in a batch;
 stop strings; the context budget; an in-flight weight update after which every token labelled
 with the new version is exactly the new weights' (and every older one the old weights'); close
-and re-create in one process. `docs/backends.md` records where each engine passed them.
+and re-create in one process. Each test runs on two architectures: the tiny Llama and a
+Qwen3-shaped model of the same size (per-head q/k norms, head_dim 64 instead of 128 / 4, a size
+GPU attention kernels support), both served by the torch engine's KV-cached runner.
+`docs/backends.md` records where each engine passed them.
 """
 
 from __future__ import annotations
@@ -35,11 +38,40 @@ def kind(request) -> str:
     return request.param
 
 
-@pytest.fixture(scope="module")
-def models():
+def new_tiny_qwen3_model(seed: int):
+    """A random Qwen3-shaped model over the tiny tokenizer, as large as the tiny Llama."""
+    from transformers import AutoModelForCausalLM, Qwen3Config
+
+    _, tok = new_tiny_model(seed)
+    config = Qwen3Config(
+        vocab_size=len(tok),
+        hidden_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        intermediate_size=384,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config)
+        for layer in model.model.layers:  # q/k norm weights start at 1: make them matter
+            torch.nn.init.uniform_(layer.self_attn.q_norm.weight, 0.5, 1.5)
+            torch.nn.init.uniform_(layer.self_attn.k_norm.weight, 0.5, 1.5)
+    return model, tok
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen3"])
+def models(request):
     """The policy before and after an update (random tiny models, float32) and the tokenizer."""
-    old, tok = new_tiny_model(seed=0)
-    new, _ = new_tiny_model(seed=1)
+    build = new_tiny_model if request.param == "llama" else new_tiny_qwen3_model
+    old, tok = build(0)
+    new, _ = build(1)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     return old.to(device).eval(), new.to(device).eval(), tok
 
@@ -74,6 +106,7 @@ def learner_logprobs(model, completions, temperature: float) -> list[torch.Tenso
 def test_logprob_parity_with_the_learner(kind, models, temperature):
     old, _, tok = models
     engine = engine_for(kind, old, tok)
+    assert getattr(engine, "cached", True)  # the torch engine runs both architectures KV-cached
     try:
         done = engine.generate(requests(tok, 6, SamplingParams(temperature=temperature, max_new_tokens=24)))
     finally:

@@ -188,6 +188,14 @@ PRETRAIN = [
     (["--task", "arith", "--steps", "0", "--out", "{empty}/b"], "--steps must be >= 1"),
 ]
 
+PLAN = [
+    (["--model", "qwen3-5b"], "not a known shape and no config.json there; valid: tiny, smollm2, qwen3-0.6b"),
+    (["--model", "{empty}"], "not a known shape and no config.json there"),
+    (["--learner-gpus", "0"], "--learner-gpus must be a positive number, got 0"),
+    (["--engine-memory-utilization", "1"], "--engine-memory-utilization must be in [0, 1)"),
+    (["--algo", "grp"], "did you mean 'grpo'?"),
+    (["--precision", "fp16"], "invalid choice: 'fp16'"),
+]
 CASES = [
     (command, *case)
     for command, table in (
@@ -197,6 +205,7 @@ CASES = [
         ("sweep", SWEEP),
         ("report", REPORT),
         ("pretrain", PRETRAIN),
+        ("plan", PLAN),
     )
     for case in table
 ]

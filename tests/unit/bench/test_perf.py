@@ -83,3 +83,12 @@ def test_perf_rejects_bad_options(tmp_path, bad):
     )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("bench: error:") and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_perf_quick_kv_cache(tmp_path):
+    result, _ = _perf("--quick", "--repeats", "1", "--only", "kv_cache", tmp_path=tmp_path)
+    section = result["sections"]["kv_cache"]
+    assert section["metric"] == "tokens_per_s" and _positive(section["ours"]) and _positive(section["peer"])
+    assert section["setup"]["prompts"] == 4 and section["setup"]["new_tokens_per_prompt"] == 16
+    assert "full forward" in section["peer_name"] and "model" not in result  # needs no --model

@@ -1,6 +1,9 @@
-"""The Llama fast path of `TorchEngine`: `_LlamaRunner` and the pieces it is built from.
+"""The KV-cached fast path of `TorchEngine`: `_CachedRunner` and the pieces it is built from.
 
-A batched incremental decode built from a HF Llama model's own weights, RMSNorm epsilons and
+For Llama-family decoders (`CACHED_ARCHITECTURES`: Llama; Qwen2, which adds q/k/v biases; Qwen3,
+which adds an RMSNorm over each head's q and k before RoPE and a `head_dim` independent of
+hidden / heads), full attention in every layer (no sliding window). A batched incremental
+decode built from the HF model's own weights, RMSNorm epsilons and
 rotary module (its rope scaling included), against a per-slot K/V cache
 [slots, kv_heads, capacity, head_dim] that grows on demand up to `max_seq_len`: fused,
 pre-transposed q/k/v and gate/up weights for small models (`_Block`), a cos/sin table indexed
@@ -23,12 +26,34 @@ _MAX_PREFILL_TOKENS = 16384  # padded prompt tokens per prefill forward: bounds 
 _FUSE_MAX_BYTES = 512 << 20  # models up to this size get fused, pre-transposed weight copies
 _PREFILL_CHUNK_COST = 64  # fixed cost of one prefill forward, in padded-token equivalents
 
+CACHED_ARCHITECTURES = ("llama", "qwen2", "qwen3")
+"""The `config.model_type`s `_CachedRunner` runs (the rest get `_FullForwardRunner`)."""
 
-def _rms_norm(x: torch.Tensor, norm: Any) -> torch.Tensor:
-    """HF `LlamaRMSNorm` through `F.rms_norm`: float32 statistics, the weight applied in the model dtype."""
-    if x.dtype == torch.float32:
-        return F.rms_norm(x, x.shape[-1:], norm.weight, norm.variance_epsilon)
-    return norm.weight * F.rms_norm(x.float(), x.shape[-1:], eps=norm.variance_epsilon).to(x.dtype)
+
+def supports_cache(model: Any) -> bool:
+    """True for a model `_CachedRunner` runs exactly: a `CACHED_ARCHITECTURES` decoder with the
+    usual HF layout (`.model.layers`, `.model.rotary_emb`) and full attention in every layer
+    (Qwen2/Qwen3 with `use_sliding_window` have sliding-window layers: not these)."""
+    config, inner = model.config, getattr(model, "model", None)
+    if config.model_type not in CACHED_ARCHITECTURES or not hasattr(inner, "rotary_emb"):
+        return False
+    if not hasattr(inner, "layers"):
+        return False
+    layer_types = getattr(config, "layer_types", None) or []
+    return all(kind == "full_attention" for kind in layer_types)
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """HF's RMSNorm (Llama, Qwen2, Qwen3) over the last dim through `F.rms_norm`: float32
+    statistics, the weight applied in the model dtype; `weight` [..., d] may hold one row per head."""
+    if x.dtype == torch.float32 and weight.dim() == 1:
+        return F.rms_norm(x, x.shape[-1:], weight, eps)
+    return weight * F.rms_norm(x.float(), x.shape[-1:], eps=eps).to(x.dtype)
+
+
+def _norm(x: torch.Tensor, norm: Any) -> torch.Tensor:
+    """`_rms_norm` with an HF norm module's weight and epsilon."""
+    return _rms_norm(x, norm.weight, norm.variance_epsilon)
 
 
 _Weight = tuple[torch.Tensor, torch.Tensor | None]  # (weight as [in, out], bias or None)
@@ -56,6 +81,7 @@ class _Block:
 
     ln1: Any
     qkv: list[_Weight]
+    qk_norm: tuple[torch.Tensor, float] | None  # Qwen3: weight [H + Hkv, d] (q rows, then k), eps
     o: _Weight
     ln2: Any
     gate_up: list[_Weight]
@@ -64,12 +90,12 @@ class _Block:
     scaling: float
 
 
-class _LlamaRunner:
-    """Batched prefill/decode of a HF Llama model against a per-slot K/V cache.
+class _CachedRunner:
+    """Batched prefill/decode of a HF Llama, Qwen2 or Qwen3 model against a per-slot K/V cache.
 
     Speed (decode of a small model is bound by per-op overhead, not FLOPs): per layer one
     fused RMSNorm, one q/k/v matmul (weights concatenated once, rebuilt when the model's
-    weights change), RoPE on q and k together from a cos/sin table indexed by position,
+    weights change), for Qwen3 one RMSNorm over every head of q and k together, RoPE on q and k together from a cos/sin table indexed by position,
     attention as baddbmm/softmax/bmm on cache views with an additive mask shared by all
     layers, residual adds folded into addmm, one gate/up matmul.
     """
@@ -151,9 +177,19 @@ class _LlamaRunner:
             return [(torch.cat([lin.weight for lin in linears]).t().contiguous(), bias)]
 
         act = F.silu if isinstance(mlp.act_fn, torch.nn.SiLU) else mlp.act_fn
+        qk_norm = None
+        if hasattr(attn, "q_norm"):  # both norms are built with the config's rms_norm_eps
+            weight = torch.cat(
+                [
+                    attn.q_norm.weight.expand(self.heads, self.head_dim),
+                    attn.k_norm.weight.expand(self.kv_heads, self.head_dim),
+                ]
+            )
+            qk_norm = (weight, attn.q_norm.variance_epsilon)
         return _Block(
             layer.input_layernorm,
             parts(attn.q_proj, attn.k_proj, attn.v_proj),
+            qk_norm,
             parts(attn.o_proj)[0],
             layer.post_attention_layernorm,
             parts(mlp.gate_proj, mlp.up_proj),
@@ -171,14 +207,16 @@ class _LlamaRunner:
             cos, sin = self._hf_rope(positions_N_Q)
         H, Hkv, d = self.heads, self.kv_heads, self.head_dim
         for i, b in enumerate(self.blocks()):
-            qkv = _project(_rms_norm(x_N_Q_H, b.ln1), b.qkv)  # [N, Q, (H + 2 Hkv) d]
+            qkv = _project(_norm(x_N_Q_H, b.ln1), b.qkv)  # [N, Q, (H + 2 Hkv) d]
             qk = qkv[..., : (H + Hkv) * d].unflatten(-1, (H + Hkv, d))  # [N, Q, H + Hkv, d]
+            if b.qk_norm is not None:  # Qwen3: each head's q and k normalised before RoPE
+                qk = _rms_norm(qk, *b.qk_norm)
             qk = torch.addcmul(qk * cos, qk.roll(d // 2, -1), sin)  # RoPE on q and k at once
             v = qkv[..., (H + Hkv) * d :].unflatten(-1, (Hkv, d))  # [N, Q, Hkv, d]
             x_N_Q_H = _add_linear(x_N_Q_H, attend(i, qk[:, :, :H], qk[:, :, H:], v, b.scaling), b.o)
-            gate, up = _project(_rms_norm(x_N_Q_H, b.ln2), b.gate_up).chunk(2, dim=-1)
+            gate, up = _project(_norm(x_N_Q_H, b.ln2), b.gate_up).chunk(2, dim=-1)
             x_N_Q_H = _add_linear(x_N_Q_H, b.act(gate) * up, b.down)
-        return _rms_norm(x_N_Q_H, self.model.model.norm)
+        return _norm(x_N_Q_H, self.model.model.norm)
 
     def prefill(self, slots: list[int], seqs: list[list[int]]) -> torch.Tensor:
         """Run whole sequences from position 0 into their slots; logits_N_V at each last token.
