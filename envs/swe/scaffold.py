@@ -14,7 +14,7 @@ A turn without a tool call counts as `submit`. Reward 1.0 iff the runtime's `gra
 resolved; `info` carries `resolved`, `applied`, `patch`, the grader's `tamper` findings and the
 files it `reset`, and `metrics` (averaged into each training step's metrics): every finished
 episode reports `reward/tamper_suspect` (1.0 when the grader saw signs of tampering: the diff
-scan or the test runner's guard) and `reward/test_files_reset` (1.0 when the patch changed test,
+scan, or conflicting reports from the test run) and `reward/test_files_reset` (1.0 when the patch changed test,
 hook or compiled files that grading put back), 0.0 for episodes that were never graded, so a
 run that learns to hack shows it in its curves.
 
