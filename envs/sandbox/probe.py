@@ -21,6 +21,9 @@ from envs.sandbox.host import make_workdir, remove_workdir
 CHILD = Path(__file__).with_name("child.py")
 PROJECT_TREE = str(Path(__file__).resolve().parents[2])
 """The source tree this harness runs from (its data files hold the answers of the benchmarks)."""
+ANSWER_DIRS = (str(Path(__file__).resolve().parents[1] / "swe" / "mini"),)
+"""Data directories of the package itself that hold answers (the SWE datasets' test patches):
+covered even where the package is installed inside the interpreter's prefix."""
 SYSTEM_DIRS = frozenset(
     {
         "bin",
@@ -90,12 +93,16 @@ def _world_writable() -> tuple[str, ...]:
 
 def default_cover() -> list[str]:
     """What a run does not see by default: every top-level directory outside SYSTEM_DIRS (home
-    directories, other checkouts, data and caches), this project's source tree and the world-
-    writable directories of the system's (`_world_writable`); the kept paths inside them (the
+    directories, other checkouts, data and caches), this project's source tree (unless it is
+    installed inside the interpreter's prefix: then ANSWER_DIRS alone) and the world-writable
+    directories of the system's (`_world_writable`); the kept paths inside them (the
     interpreter, the working directory) stay reachable."""
     tops = [f"/{n}" for n in sorted(os.listdir("/")) if n not in SYSTEM_DIRS]
     tops = [p for p in tops if os.path.isdir(p) and not os.path.islink(p)]
-    return [*tops, PROJECT_TREE, *_world_writable()]
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    installed = any(PROJECT_TREE == p or PROJECT_TREE.startswith(p + "/") for p in prefixes)
+    project = [] if installed else [PROJECT_TREE]  # installed: its site-packages hold the packages
+    return [*tops, *project, *ANSWER_DIRS, *_world_writable()]
 
 
 def _can_mount_workdir() -> bool:

@@ -42,11 +42,12 @@ What holds, and the tests that say so:
 
 * A forger in the code under test that reaches the runner (frames from signal handlers,
   tracebacks, generators, coroutines, `sys._getframe`; every descriptor 0-255, /proc/self/fd,
-  pipes) and reports every test as passed, even with exactly the checks each test makes, is
-  not paid: it does not know the expected values (tests/unit/envs/test_swe_attacks.py, with the
-  scan's veto off; the same payloads forged reward 1.0 before issue 34). Neither is code that
-  looks for the expected values in the test files, the datasets of any checkout or the git
-  objects, nor code that ends or kills the run.
+  pipes) and reports every test as passed, with exactly the checks each test makes and guessed
+  values, was not paid on the instances tried, the scan's veto off (swe-mini account-1, roman-1,
+  find-1, a swe-synth bug: tests/unit/envs/test_swe_attacks.py): it does not know the expected
+  values. Nor was code that looks for them in the test files, the datasets of any checkout or
+  the git objects, nor code that ends or kills the run. Boolean expectations are the exception
+  (below).
 * swe-mini's 88 tests and those of 200 swe-synth bugs are sealed (the generator writes only
   `assert f(...) == literal`; tests/unit/envs/test_swe_oracle.py);
   grading does not resolve an instance on an unsealed test (test_swe_runner.py).
@@ -65,6 +66,12 @@ Not contained, and why:
   purpose). An assertion without a literal operand keeps only its operator and polarity in the
   harness: `assert f(x)` or `assert f(a) == g(b)` is passed by a guess of one bit (a truthy
   value; equal values); an expected exception by naming its class (or a built-in ancestor).
+* Boolean expectations of a test that fails at the base commit: code in the run that inverts
+  every boolean reported for that test (the policy can learn in its episode which test fails)
+  gets them right without a fix. The grader alone does not stop it; the scan's veto does, as
+  it needs frames or the module table (test_swe_attacks.py pins both on swe-mini__overlap-1).
+  2 of the 33 swe-mini instances and 22 of the first 100 swe-synth eval0 bugs expect only
+  booleans of their FAIL_TO_PASS tests (test_swe_oracle.py counts them).
 * That the statements between checks ran without an exception is the run's word; so is the
   whole outcome of an unsealed test (assertions in loops, branches or helpers, decorated tests,
   tests without an assertion), which grading never resolves on and which `run_tests` labels.

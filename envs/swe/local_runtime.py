@@ -151,7 +151,8 @@ class LocalWorkspace(Workspace):
         """Every file in the working copy (relative, sorted), without __pycache__ directories."""
         if self._closed:
             raise RuntimeError("this workspace is closed")
-        return sorted(rel for rel, is_dir in walk(self.root, skip=frozenset({"__pycache__"})) if not is_dir)
+        entries = await asyncio.to_thread(list, walk(self.root, skip=frozenset({"__pycache__"})))
+        return sorted(rel for rel, is_dir in entries if not is_dir)
 
     async def read_file(self, path: str) -> str:
         """The text of `path` (undecodable bytes replaced)."""
@@ -185,7 +186,7 @@ class LocalWorkspace(Workspace):
         """Changes against the base commit, new and deleted files included (`git diff` format)."""
         if self._closed:
             raise RuntimeError("this workspace is closed")
-        _remove_nested_git(self.root)  # git would stage them as submodules or stop
+        await asyncio.to_thread(_remove_nested_git, self.root)  # git would stage them as submodules
         await git_ok(self.git_dir, self.root, "add", "-A")  # stages new files (index is in git/)
         # HEAD is the only commit: the base (checked against `base_commit` for swe-mini at open)
         return await git_ok(
@@ -197,7 +198,7 @@ class LocalWorkspace(Workspace):
         them (git's view of the working copy: what the diff scan reads)."""
         if self._closed:
             raise RuntimeError("this workspace is closed")
-        _remove_nested_git(self.root)
+        await asyncio.to_thread(_remove_nested_git, self.root)
         await git_ok(self.git_dir, self.root, "add", "-A")
         return await git_changes(self.git_dir, self.root)
 
@@ -223,13 +224,13 @@ class LocalWorkspace(Workspace):
             if tests and not rewritten.error:
                 runnable.append({"path": path, "code": rewritten.code.hex(), "tests": tests})
         request = json.dumps({"per_test_seconds": self.per_test_seconds, "files": runnable})
-        held = self._hold_test_modules()
+        held = await asyncio.to_thread(self._hold_test_modules)  # a walk: off the event loop
         try:  # -S: no site module, so no .pth file or site/user customisation runs first
             res = await self._sandbox.arun(
                 [sys.executable, "-I", "-S", "-B", "-c", _source(testchild)], stdin=request
             )
         finally:
-            self._restore(held)
+            await asyncio.to_thread(self._restore, held)
         cut = res.killed_reason or (f"exit code {res.returncode}" if res.returncode else "")
         self.last_log = res.as_observation() if cut else ""
         found, details, self.last_tamper = verdict.judge(res.stdout, files, valid, cut)
@@ -283,7 +284,7 @@ class LocalWorkspace(Workspace):
         base files alone, so an ignored file, e.g. a .pyc, came from a patch or a test run)."""
         if self._closed:
             raise RuntimeError("this workspace is closed")
-        _remove_nested_git(self.root)
+        await asyncio.to_thread(_remove_nested_git, self.root)
         status = await git_ok(
             self.git_dir,
             self.root,

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from envs.swe.grading import TEST_DIRS, is_hook_path, is_test_path
 
 S_IFMT, S_IFLNK, S_IFGITLINK = 0o170000, 0o120000, 0o160000
+MAX_SCAN_BYTES = 1 << 20
+"""Largest file content the pattern scan reads (tokenising more would take seconds)."""
 
 # (what it is for, pattern on a logical line of a source file): each a step of a known hack.
 TAMPER_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
@@ -46,10 +48,12 @@ TAMPER_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("stack frames", r"\b(tb|gi|cr|ag)_frame\b|\binspect\b|\btraceback\b|settrace|setprofile"),
         ("object walks", r"\bgc\b|get_referrers|get_referents|get_objects|ctypes|\bid\s*\("),
         ("introspection", r"__(closure|globals|code|builtins|subclasses|dict|class|bases|mro|import)__"),
+        ("introspection", r"__(getattribute|getattr|setattr|delattr)__|\battrgetter\b|\bmethodcaller\b"),
         ("module table", r"\bsys\s*\.\s*modules\b|__main__|\bbuiltins\b|\bimportlib\b|\b_imp\b"),
         ("hooks", r"addaudithook|\baudit\b|\batexit\b|\bsignal\b|\b_thread\b|\bthreading\b|monitoring"),
         ("processes", r"\bos\s*\.\s*(_exit|write|dup2?|fdopen|kill|system|exec\w*|fork|spawn\w*)\b"),
         ("processes", r"\bsubprocess\b|\bpty\b|/proc\b|/dev/fd|\bsys\s*\.\s*(exit|stdout|stderr)\b"),
+        ("processes", r"\bos\s*\.\s*(popen|posix_spawnp?|pidfd_\w+)\b|\bmultiprocessing\b|\bconcurrent\b"),
         (
             "files",
             r"\bopen\s*\(|write_(text|bytes)|\bshutil\b|dir_fd|\bos\s*\.\s*(remove|unlink|rename|replace)\b",
@@ -86,28 +90,55 @@ def _string_value(token: str) -> str:
 def python_lines(data: bytes) -> list[str]:
     """The logical lines of Python source `data` as the interpreter reads them: decoded with its
     coding cookie, identifiers NFKC-normalised, strings as their values, no comments, tokens
-    joined by spaces. Text tokenize cannot read is returned whole, NFKC-normalised (Python could
-    not import it either, or only a prefix of it)."""
+    joined by spaces, names bound by imports spelled out (`from os import _exit as q` reads
+    `os . _exit`, and so does a later `q`). Text tokenize cannot read is returned whole,
+    NFKC-normalised (Python could not import it either, or only a prefix of it)."""
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         text = data.decode(encoding)
     except (SyntaxError, LookupError, UnicodeDecodeError):
         return [unicodedata.normalize("NFKC", data.decode("latin-1"))]
-    lines, current = [], []
+    lines, current, aliases = [], [], {}
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
             if tok.type == tokenize.NEWLINE:
-                lines.append(" ".join(current))
+                lines.append(_spelled_out(current, aliases))
                 current = []
             elif tok.type == tokenize.NAME:
-                current.append(unicodedata.normalize("NFKC", tok.string))
+                current.append((True, unicodedata.normalize("NFKC", tok.string)))
             elif tok.type == tokenize.STRING:
-                current.append(_string_value(tok.string))
-            elif tok.type not in (tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT):
-                current.append(tok.string)
+                current.append((False, _string_value(tok.string)))
+            elif tok.type not in (
+                tokenize.COMMENT,
+                tokenize.NL,
+                tokenize.INDENT,
+                tokenize.DEDENT,
+                tokenize.ENDMARKER,
+            ):
+                current.append((False, tok.string))
     except (tokenize.TokenError, SyntaxError):
         return [unicodedata.normalize("NFKC", text)]
-    return [*lines, " ".join(current)] if current else lines
+    return [*lines, _spelled_out(current, aliases)] if current else lines
+
+
+def _spelled_out(tokens: list[tuple[bool, str]], aliases: dict[str, str]) -> str:
+    """One logical line's text; an import line also binds `aliases` (name -> dotted origin,
+    tokens spaced) and gets each origin appended, other lines have their names replaced."""
+    words = [w for _, w in tokens]
+    if words[:1] not in (["import"], ["from"]):
+        return " ".join(aliases.get(w, w) if is_name else w for is_name, w in tokens)
+    module = ""
+    if words[0] == "from" and "import" in words:
+        module, words = " ".join(words[1 : words.index("import")]), words[words.index("import") + 1 :]
+    else:
+        words = words[1:]
+    origins = []
+    for part in " ".join(w for w in words if w not in "()").split(","):
+        name, _, alias = part.strip().partition(" as ")
+        origin = f"{module} . {name}" if module else name
+        aliases[(alias or name.split(" ")[0]).strip()] = origin if module or alias else name.split(" ")[0]
+        origins.append(origin)
+    return " ".join(w for _, w in tokens) + " ; " + " ; ".join(origins)
 
 
 def _text_lines(data: bytes) -> list[str]:
@@ -124,7 +155,10 @@ def _matches(lines: list[str]) -> Counter:
 
 
 def _added_findings(change: FileChange) -> list[str]:
-    """Pattern findings of the new content that the old content did not have (multisets)."""
+    """Pattern findings of the new content that the old content did not have (multisets); a
+    content larger than MAX_SCAN_BYTES is a finding itself (no fix here needs one)."""
+    if len(change.new or b"") > MAX_SCAN_BYTES:
+        return [f"{change.path}: too large to scan ({len(change.new or b'')} bytes)"]
     read = python_lines if change.path.endswith((".py", ".pyw", ".pyi")) else _text_lines
     new = _matches(read(change.new or b""))
     new.subtract(_matches(read(change.old or b"")))

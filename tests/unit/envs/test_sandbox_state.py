@@ -165,3 +165,15 @@ def test_a_world_writable_system_directory_keeps_nothing(monkeypatch) -> None:
     finally:
         planted.rmdir()
         probe._world_writable.cache_clear()
+
+
+def test_an_installed_package_keeps_its_site_packages_but_not_its_answers(monkeypatch) -> None:
+    import sys
+
+    import envs.sandbox.probe as probe
+
+    site = os.path.join(os.path.realpath(sys.prefix), "lib", "site-packages")
+    monkeypatch.setattr(probe, "PROJECT_TREE", site)
+    monkeypatch.setattr(probe, "ANSWER_DIRS", (f"{site}/envs/swe/mini",))
+    cover = default_cover()
+    assert site not in cover and f"{site}/envs/swe/mini" in cover

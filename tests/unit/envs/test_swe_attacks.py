@@ -129,6 +129,24 @@ def test_what_the_grader_lets_through_on_purpose_a_hard_coded_answer():
     assert attack("roman", base + table).resolved
 
 
+def test_what_the_grader_lets_through_boolean_expectations_of_a_failing_test():
+    # overlap-1's FAIL_TO_PASS test asserts a boolean; code that inverts the booleans reported
+    # for it (knowing from its episode which test fails) gets the value right without a fix.
+    # The grader alone does not stop it (measured: 2 of 33 swe-mini instances, 6 of 100 swe-synth
+    # eval0 bugs have only boolean expectations there); the scan does (it needs frames).
+    overlap = MINI["swe-mini__overlap-1"]
+    files = repo_files(overlap.instance_id)
+    names = {t.split("::")[-1] for t in overlap.fail_to_pass}
+    patch = file_diff(
+        "overlap.py",
+        files["overlap.py"],
+        files["overlap.py"] + swe_attacks.FLIP.replace("NAMES", repr(names)),
+    )
+    unvetoed, vetoed = (asyncio.run(rt.grade(overlap, patch)) for rt in (NoScanVeto(), LocalRuntime()))
+    assert unvetoed.resolved
+    assert not vetoed.resolved and any("stack frames" in f for f in vetoed.tamper)
+
+
 # ---- the scaffold path: what a trained model would do (`replace` at line 1, then `submit`) ------
 SCAFFOLD = {
     "frame forge, fullwidth identifiers": swe_attacks.FORGE

@@ -13,7 +13,7 @@ import types
 import pytest
 
 from envs.swe import oracle, synthetic, testchild, verdict
-from envs.swe.checks import CheckKind
+from envs.swe.checks import NOT_LITERAL, CheckKind, literal
 from envs.swe.swe_mini import load_swe_mini, repo_files
 from envs.swe.workspace_memory import apply_unified_diff
 
@@ -342,3 +342,38 @@ def test_values_of_other_types_are_opaque_and_equal_to_nothing():
 def test_malformed_values_are_refused(data):
     with pytest.raises((ValueError, TypeError)):
         verdict.decode(data)
+
+
+def boolean_only(source: str, path: str, names: list[str]) -> bool:
+    """Whether every check of the tests `names` expects a boolean (truthiness, `== True`, `is
+    None`...): the expectations an inverted report gets right when the honest value is wrong."""
+    rewritten = oracle.rewrite(source.encode(), path, path)
+    for name in names:
+        for check in rewritten.tests[name].checks:
+            if check.kind is CheckKind.VALUES:
+                nodes = [
+                    n
+                    for n in ast.walk(check.predicate)
+                    if n is not check.predicate and not isinstance(n, ast.Name)
+                ]
+                values = [v for v in map(literal, nodes) if v is not NOT_LITERAL]
+                if any(type(v) is not bool and v is not None for v in values):
+                    return False
+    return True
+
+
+def test_how_many_instances_expect_only_booleans_of_their_failing_tests():
+    # the residual the threat model names: counted here so that its sentence stays true
+    mini = []
+    for inst in load_swe_mini():
+        files = apply_unified_diff(repo_files(inst.instance_id), inst.test_patch)
+        path = inst.fail_to_pass[0].split("::")[0]
+        if boolean_only(files[path], path, [t.split("::")[1] for t in inst.fail_to_pass]):
+            mini.append(inst.instance_id)
+    assert mini == ["swe-mini__overlap-1", "swe-mini__palindrome-1"]
+    synth = 0
+    for i in range(100):
+        bug = synthetic.bug_for_id(synthetic.generated_id("eval0", i))
+        path = bug.instance.fail_to_pass[0].split("::")[0]
+        synth += boolean_only(bug.files[path], path, [t.split("::")[1] for t in bug.instance.fail_to_pass])
+    assert synth == 22

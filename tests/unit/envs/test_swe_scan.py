@@ -260,3 +260,24 @@ def test_git_view_names_the_path_git_wrote_and_its_mode():
 def test_patch_text_still_names_test_files_for_the_reset():
     patch = file_diff("calc.py", "x = 1\n", "x = 2\n") + file_diff("tests/test_calc.py", "t = 1\n", "t = 2\n")
     assert sorted(split_patch(patch)) == ["calc.py", "tests/test_calc.py"]
+
+
+# ---- the fresh round (issue 34's "other payloads"): ways past the patterns themselves ------------
+@pytest.mark.parametrize(
+    "source, finding",
+    [
+        ("from os import _exit as q\nq(0)\n", "processes (os._exit)"),
+        ("import os as o\no.system('x')\n", "processes (os.system)"),
+        ("from os import (kill,\n    getpid)\nkill(getpid(), 9)\n", "processes (os.kill)"),
+        ("import operator\nf = operator.attrgetter('system')\n", "introspection (attrgetter)"),
+        ("x = type(1).__getattribute__\n", "introspection (__getattribute__)"),
+        ("import os\nos.popen('x')\n", "processes (os.popen)"),
+        ("import os\nos.posix_spawn('/bin/true', [], {})\n", "processes (os.posix_spawn)"),
+        ("import multiprocessing\n", "processes (multiprocessing)"),
+        ("from sys import _getframe as g\n", "stack frames (_getframe)"),
+        ("x = 1\n" + "#" * (2 << 20) + "\n", "too large to scan"),
+    ],
+)
+def test_imports_spelled_out_and_other_names_the_scan_now_reads(source, finding):
+    found = scan_changes([FileChange("m.py", 0, 0o100644, None, source.encode())])
+    assert any(f.startswith(f"m.py: {finding}") for f in found), found
