@@ -19,8 +19,9 @@ Grading (`envs.swe.runtime.Runtime.grade`), in order:
    sitecustomize.py, usercustomize.py, *.pth) and compiled modules (.pyc, .so, __pycache__)
    goes back to the base commit; then the test patch is applied. SWE-bench resets only the test
    patch's own files; by its construction a gold patch holds no test file, so gold patches still
-   resolve (every swe-mini instance, 300 swe-synth bugs: tests/unit/envs/test_swe_mini.py,
-   test_swe_synth.py, test_swe_scan.py).
+   resolve (every swe-mini instance and 60 swe-synth bugs, empty patches do not:
+   tests/unit/envs/test_swe_mini.py, test_swe_synth.py; the scan finds nothing in 300 swe-synth
+   gold patches: test_swe_scan.py).
 3. The tests (local runtime, `envs.swe.local_runtime`). The harness rewrites each test file
    (`envs.swe.oracle`): every assertion becomes a check whose literals, operators and polarity
    stay in the harness, while the sandboxed run (`envs.swe.testchild`) computes only the values
@@ -45,8 +46,8 @@ What holds, and the tests that say so:
   pipes) and reports every test as passed, with exactly the checks each test makes and guessed
   values, was not paid on the instances tried, the scan's veto off (swe-mini account-1, roman-1,
   find-1, a swe-synth bug: tests/unit/envs/test_swe_attacks.py): it does not know the expected
-  values. Nor was code that looks for them in the test files, the datasets of any checkout or
-  the git objects, nor code that ends or kills the run. Boolean expectations are the exception
+  values. Nor was code that looks for them in the test files, the datasets of this checkout
+  or of others under /work, /home, /opt or /srv, or the git objects, nor code that ends or kills the run. Boolean expectations are the exception
   (below).
 * swe-mini's 88 tests and those of 200 swe-synth bugs are sealed (the generator writes only
   `assert f(...) == literal`; tests/unit/envs/test_swe_oracle.py);
