@@ -28,9 +28,11 @@ scan flags (`LocalRuntime.scan_veto`); `envs.swe`'s docstring has the threat mod
 workspace the cost is a few small files and four git processes; the sandbox (a uid and a
 chown) is created on the first test run.
 
-Whatever the code under test leaves in the copy (FIFOs, links, trees thousands of directories
-deep, directories without permissions) is read, written, listed and removed through
-`envs.sandbox.files`, which never blocks, follows a link or recurses.
+A test module that imports another test module fails to import (both are out of the copy while
+the run lasts); helpers in other files of `tests/` stay. Whatever the code under test leaves in
+the copy (FIFOs, links, trees thousands of directories deep, directories without permissions)
+is read, written, listed and removed through `envs.sandbox.files`, which never blocks, follows
+a link or recurses.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from envs.swe.scan import FileChange
 
 _OUTPUT_CHARS = 4000  # of a git command's output kept in CommandResult
 DEFAULT_LIMITS = SandboxLimits(
-    cpu_seconds=10, wall_seconds=20, memory_mb=512, max_file_mb=8, max_output_chars=1 << 20
+    cpu_seconds=10, wall_seconds=20, memory_mb=512, max_file_mb=8, max_output_chars=1 << 18
 )
 """Sandbox limits of one `run_tests` call (the output holds every reported value)."""
 MAX_READ_BYTES = 1 << 22
