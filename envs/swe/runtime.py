@@ -115,7 +115,7 @@ class Runtime(ABC):
 
     name: ClassVar[str]
     scan_veto: ClassVar[bool] = False
-    """Whether any finding of the diff scan (`envs.swe.grading.scan_patch` with its source
+    """Whether any finding of the diff scan (`envs.swe.scan.scan_changes` with its source
     patterns) means no reward: right for tiny repositories whose fixes never need those names."""
     test_dirs: ClassVar[frozenset[str]] = TEST_DIRS_REAL
     """Directory names whose files count as tests (reset before grading)."""
