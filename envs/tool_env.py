@@ -4,7 +4,8 @@ Each assistant turn either calls one tool (`envs.tools` format) or gives the fin
 A call runs the named tool (async, so tool latency, sandboxes and tests of many episodes
 overlap) and returns its output as the observation; a final answer is graded by `finish` and
 ends the episode. Tool errors, unknown tools and malformed calls become observations that
-tell the model what went wrong (and are counted in `info`), never exceptions. A tool may end
+tell the model what went wrong (and are counted in `info`), never exceptions; an exception
+while grading the final answer ends the episode with reward 0 and `info["env_error"]`. A tool may end
 the episode itself by returning `Final` (e.g. SWE's `submit`). After `max_tool_calls` calls
 the next call is refused and the episode ends with reward 0.
 """
@@ -69,7 +70,11 @@ class ToolEnv(Env):
             self.counts["malformed_calls"] += 1
             return self._observe(f"error: {exc}")
         if call is None:
-            return self._end(await self.finish(action))
+            try:
+                final = await self.finish(action)
+            except Exception as exc:  # like a tool's failure: the env's, it must not end the run
+                final = Final(0.0, {"env_error": f"finish: {type(exc).__name__}: {exc}"[:500]})
+            return self._end(final)
         if self.counts["tool_calls"] >= self.max_tool_calls:
             return self._end(Final(0.0, {"stopped": f"more than {self.max_tool_calls} tool calls"}))
         self.counts["tool_calls"] += 1

@@ -85,8 +85,11 @@ async def run_episode(
 ) -> Trajectory:
     """Play one episode: model turns from the engine, observations from the env, until the env
     is done, the turns run out or the context is full; `env.close()` runs at the end, whatever
-    happens. Turn t samples with seed `seed_of_turn(t)` (default `derive_seed(seed, t)`)."""
+    happens. An exception from `env.step` or `env.close` ends the episode with reward 0 and
+    `info["env_error"]` (counted as `rollout/env_failed`), never the run. Turn t samples with
+    seed `seed_of_turn(t)` (default `derive_seed(seed, t)`)."""
     start, started_at = time.perf_counter(), time.time()
+    traj = None
     try:
         prompt_ids = render_prompt(tokenizer, await env.reset())
         traj = Trajectory(prompt_key=key, group_id=group_id, prompt_ids=prompt_ids, started_at=started_at)
@@ -112,7 +115,11 @@ async def run_episode(
             if completion.finish_reason in ENGINE_FAILURES:
                 traj.truncated = True  # not the model's ending: `collect_batch` runs the problem again
                 break
-            result = await env.step(tokenizer.decode(completion.token_ids, skip_special_tokens=True))
+            try:
+                result = await env.step(tokenizer.decode(completion.token_ids, skip_special_tokens=True))
+            except Exception as exc:  # the env failed on the model's action: its end, reward 0
+                traj.info = {"env_error": f"step: {type(exc).__name__}: {exc}"[:500]}
+                break
             traj.truncated = completion.finish_reason == "length"
             if result.done:
                 traj.reward, traj.info = float(result.reward), dict(result.info)
@@ -126,4 +133,8 @@ async def run_episode(
         traj.seconds = time.perf_counter() - start
         return traj
     finally:
-        await env.close()  # sandboxes, working copies, containers: released even on failure
+        try:
+            await env.close()  # sandboxes, working copies, containers: released even on failure
+        except Exception as exc:  # what the model's code left behind must not stop the run
+            if traj is not None:
+                traj.info.setdefault("env_error", f"close: {type(exc).__name__}: {exc}"[:500])

@@ -8,8 +8,9 @@ from bench.rollout.producer import Group
 
 
 def batch_metrics(groups: list[Group], version: int) -> dict[str, float]:
-    """Reward, length and staleness statistics of an accepted batch, plus the means of the
-    metrics that episodes report in `info["metrics"]` (a dict of metric name -> number)."""
+    """Reward, length and staleness statistics of an accepted batch, the number of its episodes
+    whose env failed (`info["env_error"]`, `bench.rollout.episode.run_episode`), plus the means of
+    the metrics that episodes report in `info["metrics"]` (a dict of metric name -> number)."""
     trajs = [t for g in groups for t in g.trajectories]
     rewards = [t.reward for t in trajs]
     staleness = [version - v for t in trajs for v in t.versions if v >= 0]
@@ -28,6 +29,7 @@ def batch_metrics(groups: list[Group], version: int) -> dict[str, float]:
         "rollout/action_tokens_mean": statistics.fmean(lengths),
         "rollout/truncated_frac": statistics.fmean(float(t.truncated) for t in trajs),
         "rollout/turns_mean": statistics.fmean(t.turns for t in trajs),
+        "rollout/env_failed": float(sum("env_error" in t.info for t in trajs)),
         "staleness/mean": statistics.fmean(staleness) if staleness else 0.0,
         "staleness/max": float(max(staleness, default=0)),
     }

@@ -20,7 +20,15 @@ environment and its working directory as cwd; it sets up what the machine allows
   directories hidden, private SysV IPC and message queues;
 * a network namespace with only its own loopback: no route to the host or the internet
   (abstract Unix sockets are per network namespace, so those are out of reach too);
-* a seccomp filter: no new user namespaces (unshare/clone with CLONE_NEWUSER get EPERM);
+* a view of the filesystem without the machine's data: every top-level directory except the
+  system's (/usr, /lib, /bin, /sbin, /etc, /var, ...) is covered by an empty tmpfs (home
+  directories, /opt, /srv, checkouts such as /work), and so are this project's source tree
+  (its data files hold the benchmarks' answers) and the world-writable directories under /etc,
+  /var and /run (what a run wrote there would outlive it); the interpreter and the working
+  directory are bound back where a covering hid them (`probe.default_cover`);
+* a seccomp filter: no new user namespaces (unshare/clone with CLONE_NEWUSER get EPERM), no
+  kernel keys (add_key, request_key and keyctl get EPERM: keyrings are per uid, not per
+  namespace, so a key would outlive the run);
 * totals, where a cgroup is writable (root; cgroup v1, or v2 with the controllers delegated):
   memory of all processes together (and their tmpfs pages) and task count;
 * a dedicated unprivileged uid/gid per `Sandbox` (root only). It makes the process limit work
@@ -30,10 +38,11 @@ environment and its working directory as cwd; it sets up what the machine allows
 
 Threat model, by machine (what is NOT contained):
 
-* root harness (this project's machines and CI): world-readable files stay readable (the rest
-  of the filesystem is visible); world-writable path-based Unix sockets outside /tmp, /var/tmp,
-  /dev/shm and /run stay reachable; world-writable directories elsewhere on disk stay writable
-  (limited per file only); a caller-given `workdir` lives on the caller's filesystem, limited
+* root harness (this project's machines and CI): world-readable files under the system
+  directories stay readable (/usr, /etc, /var: the installed software, not data);
+  path-based Unix sockets under them stay reachable (except in /run); a file the
+  program may write in a world-writable directory under /usr survives (none there on this
+  project's machines); a caller-given `workdir` lives on the caller's filesystem, limited
   per file (`max_file_mb`), not in total; CPU time is per process (n processes may use n times
   `cpu_seconds` within the wall limit); the kernel is shared (this is not a VM). The dedicated
   uid has no passwd entry (`whoami` fails; git run by root in a workdir owned by it needs
@@ -42,8 +51,8 @@ Threat model, by machine (what is NOT contained):
   machine masks parts of /proc, as some containers do: then `private_proc` is False and host
   processes are visible, though not signallable), seccomp and death with the harness as
   above, inside a user namespace that maps only the harness's uid. Not contained besides: no
-  dedicated uid, so the program reads and writes whatever the harness's user can (its home,
-  source checkouts); no cgroup totals (memory is per process: n processes may use n times
+  dedicated uid, so the program reads and writes whatever the harness's user can under the
+  system directories and the kept paths; no cgroup totals (memory is per process: n processes may use n times
   `memory_mb`); an owned working directory is on disk, limited per file only.
 * neither root nor user namespaces: rlimits, the wall limit, the minimal environment, and
   the parent-death signal and alarm on the program itself. Not contained: the filesystem (all
@@ -53,13 +62,15 @@ Threat model, by machine (what is NOT contained):
 
 Where a mechanism is missing the run goes ahead without it. Linux only; standard library only.
 
-Modules (harness side: `sandbox`, `host`, `cgroup`, `probe`, `perf`; child side: `child`,
+Modules (harness side: `sandbox`, `host`, `files`, `cgroup`, `probe`, `perf`; child side: `child`,
 `namespaces`, `limits`):
 
 * `sandbox`: `Sandbox`, `SandboxLimits`, `SandboxResult` (re-exported here): a run from its
   start to its result;
 * `host`: uid slots, owned working directories, leftovers of killed harnesses, output capture,
   naming the limit behind an exit status;
+* `files`: reading, writing, listing and removing what a run may have shaped (FIFOs, links,
+  deep trees, locked directories) without blocking, following a link or recursing;
 * `cgroup`: the memory and task totals of a Sandbox's runs;
 * `probe`: what this machine provides (`Sandbox.capabilities()`) and the child's command line;
 * `perf`: the sandbox's overhead per test run, for `bench perf --only sandbox`;

@@ -53,7 +53,9 @@ def setup(cfg: dict) -> bool:
         signal.signal(sig, signal.SIG_DFL)
     userns = ns.enter_namespaces(cfg.get("mountns", False), cfg.get("pidns", False), cfg.get("netns", False))
     if cfg.get("mountns"):
-        ns.private_mounts(cfg.get("keep", []), cfg.get("uid"), cfg.get("tmp"), hide=cfg.get("hide_run", True))
+        ns.private_mounts(
+            cfg.get("keep", []), cfg.get("uid"), cfg.get("tmp"), cfg.get("hide_run", True), cfg.get("cover")
+        )
     lim.wait_for_go(cfg.get("go_fd"))  # in the run's cgroups before anything else starts
     return userns
 

@@ -20,13 +20,13 @@ from __future__ import annotations
 import fcntl
 import os
 import random
-import shutil
 import signal
 import tempfile
 import time
 from pathlib import Path
 
 import envs.sandbox.cgroup as cgroup
+from envs.sandbox.files import remove_tree, write_regular
 from envs.sandbox.limits import call
 
 UID_BASE, UID_SLOTS = 1_900_000_000, 4096
@@ -232,7 +232,10 @@ def remove_workdir(path: Path, lock_fd: int) -> None:
             call("umount2", str(path).encode(), MNT_DETACH)
         except OSError:
             pass
-    shutil.rmtree(path, ignore_errors=True)  # rmtree never follows symlinks
+    try:
+        remove_tree(path)  # any depth, never follows links
+    except OSError:
+        pass
     try:
         os.unlink(f"{path}.lock")
     except FileNotFoundError:
@@ -299,22 +302,9 @@ def release(uid: int | None, lock_fd: int | None, own: tuple | None, cgroups) ->
 
 def write_file(workdir: Path, uid: int | None, rel: str, content: str) -> None:
     """Write `content` to `rel` inside `workdir` (owned by `uid`, if one), refusing any path or
-    symlink leading out."""
-    if Path(rel).is_absolute() or ".." in Path(rel).parts:
-        raise ValueError(f"file path must stay inside the working directory: {rel!r}")
-    target = workdir / rel
-    # Safe against symlinks planted by an earlier run: no sandbox process runs between runs.
-    if not target.parent.resolve().is_relative_to(workdir):
-        raise ValueError(f"file path leads outside the working directory: {rel!r}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(content)
-    if uid is not None:
-        path = target
-        while path != workdir:
-            os.chown(path, uid, uid, follow_symlinks=False)
-            path = path.parent
+    symlink leading out; whatever a run left at `rel` (a FIFO, a link) is replaced, never
+    opened (`envs.sandbox.files.write_regular`)."""
+    write_regular(workdir, rel, content.encode("utf-8"), uid, replace=True)
 
 
 def signame(num: int) -> str:

@@ -8,8 +8,10 @@ Everything here acts on the calling process and is inherited by what it starts:
   race with a parent that is already gone;
 * `deny_user_namespaces`: a seccomp filter that fails `unshare`/`clone` with CLONE_NEWUSER
   (EPERM) and `clone3` (ENOSYS, so the C library falls back to `clone`, whose flags a filter
-  can read), and refuses system calls of a foreign ABI (i386, x32), which the filter cannot
-  check by number. Needs no-new-privs, which it sets;
+  can read), fails `add_key`, `request_key` and `keyctl` (EPERM: the kernel's keyrings are not
+  namespaced, and a key in the uid's user or session keyring would outlive the run and reach
+  the next user of the uid), and refuses system calls of a foreign ABI (i386, x32), which the
+  filter cannot check by number. Needs no-new-privs, which it sets;
 * `wait_for_go`: block until the harness has put this process into the run's cgroups.
 
 Standard library only (ctypes for prctl/seccomp); imported by the child at every run, so it
@@ -26,8 +28,11 @@ import signal
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS = 1, 4, 22, 38
 SECCOMP_MODE_FILTER = 2
 CLONE_NEWUSER = 0x10000000
-# Per architecture: (AUDIT_ARCH_*, unshare, clone); clone3 is 435 everywhere.
-_SECCOMP_ARCHES = {"x86_64": (0xC000003E, 272, 56), "aarch64": (0xC00000B7, 97, 220)}
+# Per architecture: (AUDIT_ARCH_*, unshare, clone, (add_key, request_key, keyctl)); clone3 is 435.
+_SECCOMP_ARCHES = {
+    "x86_64": (0xC000003E, 272, 56, (248, 249, 250)),
+    "aarch64": (0xC00000B7, 97, 220, (217, 218, 219)),
+}
 _libc = None
 
 
@@ -120,12 +125,13 @@ class _SockFprog(ctypes.Structure):
 
 
 def user_namespace_filter(machine: str) -> list[tuple[int, int, int, int]]:
-    """The classic-BPF seccomp program (code, jt, jf, k) that denies new user namespaces.
+    """The classic-BPF seccomp program (code, jt, jf, k) that denies new user namespaces and
+    the key-management calls (module docstring).
 
     Jumps are relative (jt/jf instructions are skipped). args[0] is read at offset 16, its low
     32 bits on these little-endian machines; CLONE_NEWUSER is one of those bits.
     """
-    audit, nr_unshare, nr_clone = _SECCOMP_ARCHES[machine]
+    audit, nr_unshare, nr_clone, (add_key, request_key, keyctl) = _SECCOMP_ARCHES[machine]
     ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|..., BPF_RET
     allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38  # SECCOMP_RET_*
     return [
@@ -133,16 +139,19 @@ def user_namespace_filter(machine: str) -> list[tuple[int, int, int, int]]:
         (jeq, 1, 0, audit),  # 1: native -> 3
         (ret, 0, 0, eperm),  # 2: foreign ABI (i386 via int 0x80): numbers differ, deny all
         (ld, 0, 0, 0),  # 3: A = syscall number
-        (jge, 6, 0, 0x40000000),  # 4: x32 ABI -> 11 (deny)
-        (jeq, 7, 0, 435),  # 5: clone3 -> 13 (ENOSYS: libc falls back to clone)
-        (jeq, 2, 0, nr_unshare),  # 6: -> 9
-        (jeq, 1, 0, nr_clone),  # 7: -> 9
-        (ret, 0, 0, allow),  # 8
-        (ld, 0, 0, 16),  # 9: A = low 32 bits of flags (args[0])
-        (jset, 0, 1, CLONE_NEWUSER),  # 10: set -> 11, else -> 12
-        (ret, 0, 0, eperm),  # 11
-        (ret, 0, 0, allow),  # 12
-        (ret, 0, 0, enosys),  # 13
+        (jge, 9, 0, 0x40000000),  # 4: x32 ABI -> 14 (deny)
+        (jeq, 10, 0, 435),  # 5: clone3 -> 16 (ENOSYS: libc falls back to clone)
+        (jeq, 5, 0, nr_unshare),  # 6: -> 12
+        (jeq, 4, 0, nr_clone),  # 7: -> 12
+        (jeq, 5, 0, add_key),  # 8: -> 14 (deny)
+        (jeq, 4, 0, request_key),  # 9: -> 14
+        (jeq, 3, 0, keyctl),  # 10: -> 14
+        (ret, 0, 0, allow),  # 11
+        (ld, 0, 0, 16),  # 12: A = low 32 bits of flags (args[0])
+        (jset, 0, 1, CLONE_NEWUSER),  # 13: set -> 14, else -> 15
+        (ret, 0, 0, eperm),  # 14
+        (ret, 0, 0, allow),  # 15
+        (ret, 0, 0, enosys),  # 16
     ]
 
 

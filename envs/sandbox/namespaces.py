@@ -13,6 +13,8 @@ program's view of the filesystem, invisible outside and gone with the run:
   D-Bus's live there), unless the run may use the network (DNS configuration lives there);
 * as root with a dedicated uid: each root-only directory above a kept path (e.g. /root above
   an interpreter in /root/.pyenv) is covered by an empty tmpfs (its contents are hidden);
+* the directories the harness asks to cover (`Sandbox`'s: this project's source tree, whose
+  data files hold the answers of its benchmarks) likewise;
 * /dev/mqueue, where mounted: the new IPC namespace's own (empty) message queues;
 * kept paths (the interpreter, the working directory) bind-mounted back where a covering
   hid them, from O_PATH descriptors opened before anything was covered.
@@ -131,13 +133,16 @@ def _blockers(keep: list[str], uid: int) -> list[str]:
     return found
 
 
-def private_mounts(keep: list[str], uid: int | None, tmp: dict | None, hide: bool = True) -> None:
+def private_mounts(
+    keep: list[str], uid: int | None, tmp: dict | None, hide: bool = True, cover: list[str] | None = None
+) -> None:
     """The program's private view of the filesystem (see the module docstring).
 
     `keep`: paths that must stay reachable; `uid`: the dedicated uid (None without one);
     `tmp`: {"size": bytes, "inodes": n} for the private /tmp, /var/tmp, /dev/shm (None: keep
     the host's); `hide`: cover HIDDEN_DIRS (not with network access: DNS configuration often
-    lives in /run). Requires a new mount namespace and the rights in it.
+    lives in /run); `cover`: more directories to cover with an empty tmpfs (kept paths inside
+    them are bound back). Requires a new mount namespace and the rights in it.
     """
     keep = [p for p in keep if os.path.isdir(p)]
     _mount(b"none", "/", None, MS_REC | MS_PRIVATE)
@@ -156,7 +161,10 @@ def private_mounts(keep: list[str], uid: int | None, tmp: dict | None, hide: boo
                 _mount(b"mqueue", "/dev/mqueue", b"mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC)
             except OSError:
                 pass  # the host's queue files stay visible (mq_open itself is private)
-        for d in _blockers(keep, uid) if uid is not None else []:
+        for d in [*(_blockers(keep, uid) if uid is not None else []), *(cover or ())]:
+            hidden = any(_under(d, c) for c in covered) or d == "/" or d in keep
+            if hidden or not os.path.isdir(d) or os.path.islink(d):
+                continue  # already covered, or nothing to cover
             _mount(b"tmpfs", d, b"tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=64k")
             covered.append(d)
         for path in keep:

@@ -19,6 +19,32 @@ import envs.sandbox.cgroup as cgroup
 from envs.sandbox.host import make_workdir, remove_workdir
 
 CHILD = Path(__file__).with_name("child.py")
+PROJECT_TREE = str(Path(__file__).resolve().parents[2])
+"""The source tree this harness runs from (its data files hold the answers of the benchmarks)."""
+ANSWER_DIRS = (str(Path(__file__).resolve().parents[1] / "swe" / "mini"),)
+"""Data directories of the package itself that hold answers (the SWE datasets' test patches):
+covered even where the package is installed inside the interpreter's prefix."""
+SYSTEM_DIRS = frozenset(
+    {
+        "bin",
+        "boot",
+        "dev",
+        "etc",
+        "lib",
+        "lib32",
+        "lib64",
+        "libx32",
+        "proc",
+        "run",
+        "sbin",
+        "sys",
+        "tmp",
+        "usr",
+        "var",
+    }
+)
+"""Top-level directories a run sees as they are (the rest are covered, see `default_cover`)."""
+_PRIVATE = ("/tmp", "/var/tmp", "/dev/shm")  # envs.sandbox.namespaces.PRIVATE_DIRS: a tmpfs per run
 # Imports the helper as a module (so its bytecode is cached), appended: the stdlib comes first.
 _BOOT = f"import sys; sys.path.append({str(CHILD.parent)!r}); import child; child.main()"
 PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -45,6 +71,38 @@ def keep_paths(workdir: Path | None = None) -> list[str]:
     """Paths the sandboxed program must reach: the interpreter's prefixes and the workdir."""
     paths = {sys.base_prefix, sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
     return sorted({os.path.realpath(p) for p in paths} | ({str(workdir)} if workdir else set()))
+
+
+@functools.lru_cache(maxsize=1)
+def _world_writable() -> tuple[str, ...]:
+    """World-writable directories under /etc, /var and /run besides the private ones: what a run
+    writes there would outlive it (/usr is left out: nothing writable lives there)."""
+    found, stack = [], ["/etc", "/var", "/run"]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if entry.stat(follow_symlinks=False).st_mode & 0o002 and entry.path not in _PRIVATE:
+                    found.append(entry.path)
+                stack.append(entry.path)
+    return tuple(sorted(found))
+
+
+def default_cover() -> list[str]:
+    """What a run does not see by default: every top-level directory outside SYSTEM_DIRS (home
+    directories, other checkouts, data and caches), this project's source tree (unless it is
+    installed inside the interpreter's prefix: then ANSWER_DIRS alone) and the world-writable
+    directories of the system's (`_world_writable`); the kept paths inside them (the
+    interpreter, the working directory) stay reachable."""
+    tops = [f"/{n}" for n in sorted(os.listdir("/")) if n not in SYSTEM_DIRS]
+    tops = [p for p in tops if os.path.isdir(p) and not os.path.islink(p)]
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    installed = any(PROJECT_TREE == p or PROJECT_TREE.startswith(p + "/") for p in prefixes)
+    project = [] if installed else [PROJECT_TREE]  # installed: its site-packages hold the packages
+    return [*tops, *project, *ANSWER_DIRS, *_world_writable()]
 
 
 def _can_mount_workdir() -> bool:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import envs.sandbox.cgroup as cgroup
+from envs.sandbox.files import walk
 from envs.sandbox.host import (
     UID_BASE,
     Capture,
@@ -34,7 +35,7 @@ from envs.sandbox.host import (
     signame,
     write_file,
 )
-from envs.sandbox.probe import child_command, keep_paths, probe
+from envs.sandbox.probe import child_command, default_cover, keep_paths, probe
 
 _FLOOD_FACTOR = 100  # a program printing 100x max_output_chars is killed instead of drained
 _PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -98,10 +99,18 @@ class Sandbox:
     `disk_mb`) and removed by `close()`. A given `workdir` is kept, but as root it is chowned
     (recursively) to the sandbox uid so the program can write there. For concurrency use one
     Sandbox per episode. Creating one also removes what Sandboxes of killed harnesses left.
+    With a mount namespace, the directories in `cover` (default: `default_cover()`) look empty
+    to the program, except the kept paths inside them (the interpreter, the working directory).
     """
 
-    def __init__(self, limits: SandboxLimits = SandboxLimits(), workdir: Path | None = None):
+    def __init__(
+        self,
+        limits: SandboxLimits = SandboxLimits(),
+        workdir: Path | None = None,
+        cover: list[str] | None = None,
+    ):
         self.limits = limits
+        self.cover = [str(Path(p).resolve()) for p in (default_cover() if cover is None else cover)]
         self._caps = self.capabilities()
         self._uid = self._lock_fd = self._cgroups = own = None
         if self._caps["unprivileged_uid"]:
@@ -114,9 +123,9 @@ class Sandbox:
             self.workdir = (own[0] if own else Path(workdir)).resolve()
             self.workdir.mkdir(parents=True, exist_ok=True)
             if self._uid is not None:
-                for root, dirs, files in os.walk(self.workdir):
-                    for name in [".", *dirs, *files]:
-                        os.chown(os.path.join(root, name), self._uid, self._uid, follow_symlinks=False)
+                os.chown(self.workdir, self._uid, self._uid)
+                for rel, _ in walk(self.workdir):
+                    os.chown(self.workdir / rel, self._uid, self._uid, follow_symlinks=False)
                 if self._caps["memory_total_limit"] or self._caps["process_total_limit"]:
                     name = f"{cgroup.NAME_PREFIX}{self._uid - UID_BASE}"
                     self._cgroups = cgroup.Cgroups.create(name, limits.memory_mb << 20, limits.max_processes)
@@ -169,6 +178,7 @@ class Sandbox:
             "mountns": caps["mount_namespace"],
             "tmp": {"size": lim.disk_mb << 20, "inodes": lim.max_files} if caps["private_tmp"] else None,
             "hide_run": not lim.network,
+            "cover": self.cover,
             "proc": caps["private_proc"],
             "seccomp": caps["user_namespaces_denied"],
             "go_fd": go_fd,

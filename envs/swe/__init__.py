@@ -4,58 +4,86 @@ Honest rewards: the threat model of SWE grading
 ===============================================
 RL optimises whatever the grader pays for, so the grader treats the policy as an adversary.
 It controls the model patch (any file, any content; a hand-made patch may hold binaries or
-symlinks) and, while the tests run, everything the code under test does inside its process.
-Trusted: the harness process, the instance (base commit, test patch, test lists), the git
-directory (outside the sandbox), and the test runner's parent process, which never imports
-repository code. The verdict is taken only from places the code under test cannot write to.
+symlinks) and, while the tests run, everything the code under test does inside the sandbox,
+its whole process included: CPython cannot confine code inside its own process, so any secret
+in that process is reachable (frames from a signal handler or a traceback, descriptors, memory).
+The local grader is therefore built so that no secret its verdict depends on is in that process.
+Trusted: the harness process, the instance (base commit, test patch, test lists) and the git
+directory (outside the working copy and the sandbox).
 
 Grading (`envs.swe.runtime.Runtime.grade`), in order:
 
-1. Reset (`envs.swe.grading.protected`): after the model patch is applied, whatever it changed
-   among test files (`tests/` directories, test_*.py, *_test.py), files Python or pytest run
-   unasked (conftest.py, sitecustomize.py, usercustomize.py, *.pth) and compiled modules
-   (.pyc, .so, __pycache__) goes back to the base commit; then the test patch is applied last.
-   SWE-bench resets only the test patch's own files; by its construction a gold patch holds no
-   test file, so gold patches still resolve (checked for every swe-mini and many swe-synth bugs).
-2. Diff scan (`envs.swe.grading.scan_patch`), in the harness: the lines the patch adds to the
-   code under test, for the tools of runner tampering (frames, the module table, hooks,
-   processes, file writes, dynamic code, the runner's protocol; symlinks, binaries, modules
-   shadowing the standard library). The local runtime's repositories are tiny and pure, so
-   any finding there means no reward (`LocalRuntime.scan_veto`); in real repositories those
-   names are ordinary, so the Docker runtime only reports them.
-3. The local test runner (`envs.swe.testrunner`, `envs.swe.testchild`), inside `envs.sandbox`:
-   started with `python -I -S -B` (no site module: no .pth, no sitecustomize/usercustomize, no
-   environment variables, no bytecode written); the parent reads each test file itself, runs it
-   in a fresh child interpreter and decides every outcome from what the child reports under a
-   token only that child was given; it makes itself undumpable, so a child cannot read its memory
-   or reach its pipe to the harness. The child compiles the test file itself, calls only the
-   functions compiled from it, reports through an audit hook installed before any repository
-   code runs, and that hook ends the process on frame access, tracing, object-graph walks,
-   ctypes, hand-made bytecode, new processes, /proc and writes to protected files.
+1. The model patch is applied; the diff scan (`envs.swe.scan`) reads what git applied.
+2. Reset (`envs.swe.grading.protected`): whatever the patch changed among test files (`tests/`
+   directories, test_*.py, *_test.py), files Python or pytest run unasked (conftest.py,
+   sitecustomize.py, usercustomize.py, *.pth) and compiled modules (.pyc, .so, __pycache__)
+   goes back to the base commit; then the test patch is applied. SWE-bench resets only the test
+   patch's own files; by its construction a gold patch holds no test file, so gold patches still
+   resolve (every swe-mini instance and 60 swe-synth bugs, empty patches do not:
+   tests/unit/envs/test_swe_mini.py, test_swe_synth.py; the scan finds nothing in 300 swe-synth
+   gold patches: test_swe_scan.py).
+3. The tests (local runtime, `envs.swe.local_runtime`). The harness rewrites each test file
+   (`envs.swe.oracle`): every assertion becomes a check whose literals, operators and polarity
+   stay in the harness, while the sandboxed run (`envs.swe.testchild`) computes only the values
+   the assertion compares and sends them as plain data (JSON; no pickle, no object). The run
+   gets the rewritten module as a code object without assertions, assertion messages or
+   docstrings; the repository's test modules are moved out of the working copy while it runs;
+   the sandbox covers this project's source tree (the datasets and their sources), the other
+   top-level directories of the machine (other checkouts, home directories) and its private
+   /tmp hides the workspace's git directory (`envs.sandbox`). The harness decides every outcome
+   (`envs.swe.verdict`): a sealed test passes only when each of its checks was reported exactly
+   once and holds on the reported values; the run's own word (an exception, a skip, an early
+   end) can only fail a test; a second report of a check, or one of a check or test that does
+   not exist, fails the test and is reported as tampering.
 
-Every signal (scan findings, what the guard caught) is in `PatchGrade.tamper` and in each
-episode's `info["metrics"]["reward/tamper_suspect"]`, averaged per training step.
+Every signal (scan findings, hook files reset, conflicting reports) is in `PatchGrade.tamper` and
+in each episode's `info["metrics"]["reward/tamper_suspect"]`, averaged per training step.
 
-Not contained, and why (CPython cannot confine code inside its own process):
+What holds, and the tests that say so:
 
-* The guard sees only audited operations. A signal handler receives the interrupted frame with
-  no audit event, `_imp.create_builtin` re-creates modules unaudited, and from a frame code can
-  replace the runner's closure cells (and, from Python 3.13, write its locals): so code under
-  test that combines these can still forge the outcome of its own tests. A finalizer or signal
-  handler running inside the guard itself could reach the child's token. A CPython memory-safety
-  bug defeats all of it. The diff scan is text matching, so obfuscation can evade it; an attack
-  has to evade both, and the scan flags every name those routes need (`signal`, `f_locals`,
-  `__closure__`, `_imp`, `getattr(`, `exec(`, ...).
-* Tests that are weak stay weak: special-casing the tested inputs, or returning objects that
-  compare equal to anything, passes them, as it would in SWE-bench.
-* Helper modules that tests import (not the test file itself) are read when imported; the guard
-  refuses in-process writes to them, nothing refuses writes by a process that escaped it.
-* Where the machine gives the sandbox no uid of its own (no root), tests run as the harness's
-  uid: a child that escaped the guard could then reach anything that uid can (the workspace's
-  git directory, other processes without a pid namespace). Without user or pid namespaces the
-  guard (no new processes, no signals to others) and the undumpable parent are what stand in
-  between; see `envs.sandbox` for what each machine provides.
+* A forger in the code under test that reaches the runner (frames from signal handlers,
+  tracebacks, generators, coroutines, `sys._getframe`; every descriptor 0-255, /proc/self/fd,
+  pipes) and reports every test as passed, with exactly the checks each test makes and guessed
+  values, was not paid on the instances tried, the scan's veto off (swe-mini account-1, roman-1,
+  find-1, a swe-synth bug: tests/unit/envs/test_swe_attacks.py): it does not know the expected
+  values. Nor was code that looks for them in the test files, the datasets of this checkout
+  or of others under /work, /home, /opt or /srv, or the git objects, nor code that ends or kills the run. Boolean expectations are the exception
+  (below).
+* swe-mini's 88 tests and those of 200 swe-synth bugs are sealed (the generator writes only
+  `assert f(...) == literal`; tests/unit/envs/test_swe_oracle.py);
+  grading does not resolve an instance on an unsealed test (test_swe_runner.py).
+* The diff scan is a second line: it reads git's view of the change as Python reads it (the
+  coding cookie, NFKC identifiers, tokens; paths and numeric modes from git), so fullwidth
+  identifiers, a `utf-7` cookie, form feeds, a traditional diff naming a test file, a fake
+  `+++` line and any spelling of a symlink mode are found (test_swe_scan.py). Through the agent's
+  tools (`replace`, `submit`) forging patches, one of them in fullwidth letters, earn 0 with
+  `reward/tamper_suspect` 1.0 (test_swe_attacks.py).
+
+Not contained, and why:
+
+* What a test checks is values: a patch that returns the expected values for the tested inputs
+  (special-casing them) passes, as in SWE-bench; the issue text often states one of them, and
+  swe-synth's tests are in the repository the model sees (test_swe_attacks.py shows it on
+  purpose). An assertion without a literal operand keeps only its operator and polarity in the
+  harness: `assert f(x)` or `assert f(a) == g(b)` is passed by a guess of one bit (a truthy
+  value; equal values); an expected exception by naming its class (or a built-in ancestor).
+* Boolean expectations of a test that fails at the base commit: code in the run that inverts
+  every boolean reported for that test (the policy can learn in its episode which test fails)
+  gets them right without a fix. The grader alone does not stop it; the scan's veto does, as
+  it needs frames or the module table (test_swe_attacks.py pins both on swe-mini__overlap-1).
+  2 of the 33 swe-mini instances and 22 of the first 100 swe-synth eval0 bugs expect only
+  booleans of their FAIL_TO_PASS tests (test_swe_oracle.py counts them).
+* That the statements between checks ran without an exception is the run's word; so is the
+  whole outcome of an unsealed test (assertions in loops, branches or helpers, decorated tests,
+  tests without an assertion), which grading never resolves on and which `run_tests` labels.
+* Values are compared as plain data: a value of a type that is not plain data (a user class, a
+  subclass of a built-in type) equals nothing, which is stricter than pytest.
+* Where the machine gives the sandbox no mount namespace (neither root nor user namespaces),
+  the run sees the whole filesystem of the harness's user, the datasets and the git directory
+  included, and can reach the harness's processes: there the expected values are readable.
+  Copies of the datasets outside the covered directories (under /usr, /etc, /var) stay
+  readable, as does any world-readable data there.
 * The Docker runtime resets test files the same way, but code under test runs inside pytest as
   root in the container and can print result lines the harness's log parser believes, as in the
-  SWE-bench harness itself.
+  SWE-bench harness itself; its diff scan only reports (real repositories use those names).
 """

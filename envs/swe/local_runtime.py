@@ -9,6 +9,7 @@ commits them with a fixed identity and date, which reproduces a swe-mini instanc
     rlbench-swe-XXXX/      0700, the harness's
         repo/              the working copy: model-editable, the sandbox's working directory
         git/               the git directory, kept outside the working copy
+        held/              the test modules, while a test run lasts
 
 Why the git directory lives outside: tests run in `envs.sandbox` as the sandbox's own uid,
 which owns `repo/` (the sandbox chowns it). Git itself runs as the harness, outside the
@@ -16,13 +17,22 @@ sandbox, so a `.git/config` or hook written by model code would run commands wit
 harness's rights; outside `repo/` (and 0700) it is out of the sandbox's reach. Git also runs
 without system/global config, hooks or fsmonitor, and diffs without external diff drivers.
 
-Only test runs execute model-editable code, and only inside the sandbox, through
-`envs.swe.testrunner` (standard library only, so pytest is not needed), which runs each test
-file in a fresh interpreter behind an audit guard (`envs.swe.testchild`, `envs.swe.testguard`). Grading resets test files and
-hook or compiled files a patch brings (`envs.swe.grading`) and, these repositories being tiny
-and pure, vetoes any patch the diff scan flags (`LocalRuntime.scan_veto`); `envs.swe`'s
-docstring has the threat model. Per workspace the cost is a few small files and four git
-processes; the sandbox (a uid and a chown) is created on the first test run.
+Only test runs execute model-editable code, and only inside the sandbox. `run_tests` rewrites
+each test file here (`envs.swe.oracle`: the assertions' expected sides stay in the harness),
+takes the repository's test modules out of the working copy while the run lasts (into
+`held/`, beside it), runs the rewritten modules with `envs.swe.testchild` (standard library
+only, so pytest is not needed) and decides every outcome here from the values the run reports
+(`envs.swe.verdict`). Grading resets test files and hook or compiled files a patch brings
+(`envs.swe.grading`) and, these repositories being tiny and pure, vetoes any patch the diff
+scan flags (`LocalRuntime.scan_veto`); `envs.swe`'s docstring has the threat model. Per
+workspace the cost is a few small files and four git processes; the sandbox (a uid and a
+chown) is created on the first test run.
+
+A test module that imports another test module fails to import (both are out of the copy while
+the run lasts); helpers in other files of `tests/` stay. Whatever the code under test leaves in
+the copy (FIFOs, links, trees thousands of directories deep, directories without permissions)
+is read, written, listed and removed through `envs.sandbox.files`, which never blocks, follows
+a link or recurses.
 """
 
 from __future__ import annotations
@@ -31,7 +41,6 @@ import asyncio
 import functools
 import json
 import os
-import secrets
 import shutil
 import stat
 import sys
@@ -40,99 +49,31 @@ import weakref
 from pathlib import Path, PurePosixPath
 
 from envs.sandbox import Sandbox, SandboxLimits
-from envs.swe import testchild, testguard, testrunner
-from envs.swe.grading import TEST_DIRS, parse_status
+from envs.sandbox.files import read_regular, remove_tree, walk, write_regular
+from envs.swe import oracle, testchild, verdict
+from envs.swe.checks import RewrittenFile, SealedTest
+from envs.swe.grading import TEST_DIRS, is_test_module, parse_status
 from envs.swe.instance import SWEInstance
+from envs.swe.local_git import commit_base, git_changes, git_ok, run_git, write_files
 from envs.swe.runtime import CommandResult, Runtime, RuntimeUnavailable, Workspace
+from envs.swe.scan import FileChange
 
-BASE_DATE = "2024-01-01T00:00:00+0000"
-BASE_MESSAGE = "swe-mini base"
-GIT_IDENTITY = {
-    "GIT_AUTHOR_NAME": "swe-mini",
-    "GIT_AUTHOR_EMAIL": "swe-mini@example.invalid",
-    "GIT_AUTHOR_DATE": BASE_DATE,
-    "GIT_COMMITTER_NAME": "swe-mini",
-    "GIT_COMMITTER_EMAIL": "swe-mini@example.invalid",
-    "GIT_COMMITTER_DATE": BASE_DATE,
-}
-"""Author, committer and dates of every base commit: with the files, they fix its hash."""
-
-# Command-line config wins over the repository's; these keys would otherwise run programs.
-_GIT_SAFETY = ["-c", "core.fsmonitor=false", "-c", f"core.hooksPath={os.devnull}", "-c", "safe.directory=*"]
-_GIT_CONFIG = ["-c", "core.autocrlf=false", "-c", "core.quotepath=false", "-c", "init.defaultBranch=main"]
 _OUTPUT_CHARS = 4000  # of a git command's output kept in CommandResult
-
-DEFAULT_LIMITS = SandboxLimits(cpu_seconds=10, wall_seconds=20, memory_mb=512, max_file_mb=8)
-"""Sandbox limits of one `run_tests` call."""
-
-
-def git_env() -> dict[str, str]:
-    """Environment for git: no system or user config (so results are the same anywhere)."""
-    return {
-        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "HOME": os.devnull,  # older git without GIT_CONFIG_GLOBAL reads $HOME/.gitconfig
-        "LANG": "C",
-        "LC_ALL": "C",
-        **GIT_IDENTITY,
-    }
-
-
-async def run_git(
-    git_dir: Path, work_tree: Path, *args: str, stdin: str | None = None
-) -> tuple[CommandResult, str]:
-    """Run `git args` on the (trusted) git directory and working tree: (result with stdout and
-    stderr merged, stdout alone). Diffs use stdout alone so a git warning never enters a patch."""
-    proc = await asyncio.create_subprocess_exec(
-        "git",
-        *_GIT_SAFETY,
-        *_GIT_CONFIG,
-        f"--git-dir={git_dir}",
-        f"--work-tree={work_tree}",
-        *args,
-        cwd=work_tree,
-        env=git_env(),
-        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await proc.communicate(None if stdin is None else stdin.encode())
-    stdout = out.decode("utf-8", "replace")
-    return CommandResult(proc.returncode, stdout + err.decode("utf-8", "replace")), stdout
-
-
-async def _git_ok(git_dir: Path, work_tree: Path, *args: str, stdin: str | None = None) -> str:
-    """Output of a git command that must succeed (RuntimeError with its output otherwise)."""
-    result, stdout = await run_git(git_dir, work_tree, *args, stdin=stdin)
-    if result.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} failed ({result.returncode}): {result.output[-2000:]}")
-    return stdout
-
-
-def write_files(root: Path, files: dict[str, str]) -> None:
-    """Write a repository's files (relative paths -> text) under `root` (trusted data)."""
-    for rel, text in files.items():
-        target = root / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8", newline="")
-
-
-async def commit_base(git_dir: Path, work_tree: Path) -> str:
-    """`git init` + commit everything in `work_tree` with the fixed identity; the commit hash."""
-    await _git_ok(git_dir, work_tree, "init", "--quiet", "--template=")
-    # __pycache__ never belongs to a patch; info/exclude is in the trusted git dir.
-    (git_dir / "info").mkdir(exist_ok=True)
-    (git_dir / "info" / "exclude").write_text("__pycache__/\n*.pyc\n")
-    await _git_ok(git_dir, work_tree, "add", "-A")
-    await _git_ok(git_dir, work_tree, "commit", "--quiet", "--no-verify", "-m", BASE_MESSAGE)
-    return (await _git_ok(git_dir, work_tree, "rev-parse", "HEAD")).strip()
+DEFAULT_LIMITS = SandboxLimits(
+    cpu_seconds=10, wall_seconds=20, memory_mb=512, max_file_mb=8, max_output_chars=1 << 18
+)
+"""Sandbox limits of one `run_tests` call (the output holds every reported value)."""
+MAX_READ_BYTES = 1 << 22
+"""Largest file `read_file` returns (a bigger one is cut)."""
 
 
 @functools.lru_cache(maxsize=3)
 def _source(module) -> str:
     """A runner module's source, passed to `python -c` (nothing to copy into the sandbox)."""
     return Path(module.__file__).read_text(encoding="utf-8")
+
+
+_SEALED = SealedTest("", ())
 
 
 def _valid_test_id(test_id: str) -> bool:
@@ -147,22 +88,20 @@ def _valid_test_id(test_id: str) -> bool:
 
 def _remove_nested_git(root: Path) -> None:
     """Delete `.git` files/directories that test code created in the working copy (never
-    part of a patch: the real git dir lives outside); rmtree does not follow symlinks."""
-    for dirpath, dirs, files in os.walk(root):
-        for name in [n for n in (*dirs, *files) if n == ".git"]:
-            path = Path(dirpath) / name
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
-        dirs[:] = [d for d in dirs if d != ".git"]
+    part of a patch: the real git dir lives outside)."""
+    for rel, _ in list(walk(root, skip=frozenset({".git"}))):
+        if rel.rsplit("/", 1)[-1] == ".git":
+            remove_tree(root / rel)
 
 
 def _release(sandbox: Sandbox | None, remove_copy: weakref.finalize) -> None:
-    """Close the sandbox (kills leftovers, frees its uid), then delete the copy."""
-    if sandbox is not None:
-        sandbox.close()
-    remove_copy()
+    """Close the sandbox (kills leftovers, frees its uid), then delete the copy, even when
+    closing the sandbox failed."""
+    try:
+        if sandbox is not None:
+            sandbox.close()
+    finally:
+        remove_copy()
 
 
 class LocalWorkspace(Workspace):
@@ -183,10 +122,13 @@ class LocalWorkspace(Workspace):
         self.last_log = ""
         """The sandbox's report of the last test run when it was cut (limit hit) or crashed."""
         self.last_tamper: dict[str, str] = {}
-        """What the runner's guard caught in the last `run_tests`, by test id."""
+        """Signs of a forged report in the last `run_tests`, by test id (`envs.swe.verdict`)."""
+        self.last_unsealed: dict[str, str] = {}
+        """Tests of the last `run_tests` whose outcome is the sandboxed run's word, and why
+        (`envs.swe.oracle`)."""
         self._sandbox: Sandbox | None = None
         self._closed = False
-        self._finalizer = weakref.finalize(self, shutil.rmtree, tmp, True)  # if never closed
+        self._finalizer = weakref.finalize(self, remove_tree, tmp)  # also if never closed
 
     # -- paths -------------------------------------------------------------------------------
     def _path(self, path: str) -> Path:
@@ -211,12 +153,8 @@ class LocalWorkspace(Workspace):
         """Every file in the working copy (relative, sorted), without __pycache__ directories."""
         if self._closed:
             raise RuntimeError("this workspace is closed")
-        found = []
-        for dirpath, dirs, files in os.walk(self.root):  # does not follow symlinked directories
-            dirs[:] = [d for d in dirs if d != "__pycache__"]
-            rel = Path(dirpath).relative_to(self.root)
-            found += [(rel / f).as_posix() for f in files]
-        return sorted(found)
+        entries = await asyncio.to_thread(list, walk(self.root, skip=frozenset({"__pycache__"})))
+        return sorted(rel for rel, is_dir in entries if not is_dir)
 
     async def read_file(self, path: str) -> str:
         """The text of `path` (undecodable bytes replaced)."""
@@ -225,19 +163,14 @@ class LocalWorkspace(Workspace):
             raise FileNotFoundError(f"no such file: {path}")
         if target.is_dir():
             raise IsADirectoryError(f"is a directory: {path}")
-        if not target.is_file():  # a FIFO or device planted by test code would block or leak
-            raise ValueError(f"not a regular file: {path}")
-        return target.read_text(encoding="utf-8", errors="replace")
+        # never blocks on a FIFO planted by test code
+        return read_regular(target, MAX_READ_BYTES).decode("utf-8", errors="replace")
 
     async def write_file(self, path: str, text: str) -> None:
         """Create or replace `path`; parent directories are created."""
-        target = self._path(path)
-        if target.is_symlink() or (target.exists() and not target.is_file()):
-            raise ValueError(f"not a regular file: {path}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+        self._path(path)  # refuses paths that lead out, .git, links on the way out
+        # a new file renamed over the old one: a FIFO or link there is refused, never opened
+        write_regular(self.root, path, text.encode("utf-8"))
 
     async def apply_patch(self, patch: str) -> CommandResult:
         """`git apply` (all hunks or nothing; refuses paths outside the repo or through symlinks)."""
@@ -255,47 +188,106 @@ class LocalWorkspace(Workspace):
         """Changes against the base commit, new and deleted files included (`git diff` format)."""
         if self._closed:
             raise RuntimeError("this workspace is closed")
-        _remove_nested_git(self.root)  # git would stage them as submodules or stop
-        await _git_ok(self.git_dir, self.root, "add", "-A")  # stages new files (index is in git/)
+        await asyncio.to_thread(_remove_nested_git, self.root)  # git would stage them as submodules
+        await git_ok(self.git_dir, self.root, "add", "-A")  # stages new files (index is in git/)
         # HEAD is the only commit: the base (checked against `base_commit` for swe-mini at open)
-        return await _git_ok(
+        return await git_ok(
             self.git_dir, self.root, "diff", "--cached", "--no-ext-diff", "--no-textconv", "--binary", "HEAD"
         )
 
+    async def changes(self) -> list[FileChange]:
+        """Every path that differs from the base commit, with modes and contents as git stores
+        them (git's view of the working copy: what the diff scan reads)."""
+        if self._closed:
+            raise RuntimeError("this workspace is closed")
+        await asyncio.to_thread(_remove_nested_git, self.root)
+        await git_ok(self.git_dir, self.root, "add", "-A")
+        return await git_changes(self.git_dir, self.root)
+
     async def run_tests(self, test_ids: list[str]) -> dict[str, str]:
-        """Run the tests in the sandbox with `envs.swe.testrunner`; see its output protocol."""
+        """Run the tests in the sandbox; outcomes decided here from the reported values
+        (module docstring; `envs.swe.verdict` has the rules)."""
         if self._closed:
             raise RuntimeError("this workspace is closed")
         ids = list(dict.fromkeys(test_ids))
         valid = [t for t in ids if _valid_test_id(t)]
         self.last_details = {t: f"invalid test id: {t!r}" for t in ids if t not in valid}
+        self.last_tamper, self.last_unsealed = {}, {}
         outcomes = {t: "ERROR" for t in self.last_details}
         if not valid:
             return outcomes
         if self._sandbox is None:  # created on first use: a uid, and a chown of the copy
             self._sandbox = await asyncio.to_thread(Sandbox, self.limits, self.root)
-        nonce = secrets.token_hex(16)
-        request = {"nonce": nonce, "ids": valid, "per_test_seconds": self.per_test_seconds}
-        request["child"] = _source(testguard) + "\n" + _source(testchild)  # one program, guard first
-        # -S: no site module, so no .pth file or site/user customisation runs before the runner
-        res = await self._sandbox.arun(
-            [sys.executable, "-I", "-S", "-B", "-c", _source(testrunner)], stdin=json.dumps(request)
-        )
+        files = {path: self._rewrite(path) for path in dict.fromkeys(t.split("::", 1)[0] for t in valid)}
+        runnable = []
+        for path, rewritten in files.items():
+            tests = [[t, t.partition("::")[2]] for t in valid if t.partition("::")[0] == path]
+            tests = [pair for pair in tests if pair[1] in rewritten.tests]  # the others are ERRORs
+            if tests and not rewritten.error:
+                runnable.append({"path": path, "code": rewritten.code.hex(), "tests": tests})
+        request = json.dumps({"per_test_seconds": self.per_test_seconds, "files": runnable})
+        held = await asyncio.to_thread(self._hold_test_modules)  # a walk: off the event loop
+        try:  # -S: no site module, so no .pth file or site/user customisation runs first
+            res = await self._sandbox.arun(
+                [sys.executable, "-I", "-S", "-B", "-c", _source(testchild)], stdin=request
+            )
+        finally:
+            await asyncio.to_thread(self._restore, held)
         cut = res.killed_reason or (f"exit code {res.returncode}" if res.returncode else "")
         self.last_log = res.as_observation() if cut else ""
-        found, details = testrunner.parse_events(res.stdout, nonce, valid, cut)
+        found, details, self.last_tamper = verdict.judge(res.stdout, files, valid, cut)
         self.last_details.update(details)
-        self.last_tamper = testrunner.parse_tamper(res.stdout, nonce)
+        for t in valid:
+            path, _, name = t.partition("::")
+            if files[path].tests.get(name, _SEALED).unsealed:
+                self.last_unsealed[t] = files[path].tests[name].unsealed
         merged = {**outcomes, **found}
         return {t: merged[t] for t in ids}
+
+    def _rewrite(self, path: str) -> RewrittenFile:
+        """The test file `path` as `envs.swe.oracle` rewrites it (an error when unreadable)."""
+        try:
+            source = read_regular(self._path(path), oracle.MAX_SOURCE_BYTES + 1)
+        except (OSError, ValueError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            return RewrittenFile(path, error=f"import failed: cannot read {path}: {why}")
+        return oracle.rewrite(source, path, str(self.root.resolve() / path))
+
+    def _hold_test_modules(self) -> list[tuple[str, Path]]:
+        """Move every test module out of the working copy (into `held/`, which the sandbox cannot
+        see) for the length of a run: the run gets their rewritten code, never their text."""
+        held_dir = self.tmp / "held"
+        held_dir.mkdir(mode=0o700, exist_ok=True)
+        held = []
+        for n, (rel, is_dir) in enumerate(walk(self.root, skip=frozenset({".git"}))):
+            if not is_dir and is_test_module(rel) and not (self.root / rel).is_symlink():
+                os.rename(self.root / rel, held_dir / str(n))
+                held.append((rel, held_dir / str(n)))
+        return held
+
+    def _restore(self, held: list[tuple[str, Path]]) -> None:
+        """Put the held test modules back where they were, replacing what the run put there;
+        one whose directory the run replaced by a link or a file is dropped."""
+        root = self.root.resolve()
+        for rel, path in held:
+            target = root / rel
+            try:
+                if target.parent.resolve() != target.parent:  # a link on the way: never follow it
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                remove_tree(target)
+                os.rename(path, target)
+            except OSError:
+                continue
+        remove_tree(self.tmp / "held")
 
     async def changed_paths(self) -> list[str]:
         """Modified, deleted and new files, ignored ones included (the copy starts from the
         base files alone, so an ignored file, e.g. a .pyc, came from a patch or a test run)."""
         if self._closed:
             raise RuntimeError("this workspace is closed")
-        _remove_nested_git(self.root)
-        status = await _git_ok(
+        await asyncio.to_thread(_remove_nested_git, self.root)
+        status = await git_ok(
             self.git_dir,
             self.root,
             "status",
@@ -312,7 +304,7 @@ class LocalWorkspace(Workspace):
         so that a symlink standing where a base directory was is gone before the checkout)."""
         if self._closed:
             raise RuntimeError("this workspace is closed")
-        tree = await _git_ok(self.git_dir, self.root, "ls-tree", "-r", "-z", "--name-only", "HEAD")
+        tree = await git_ok(self.git_dir, self.root, "ls-tree", "-r", "-z", "--name-only", "HEAD")
         base = set(tree.split("\0"))
         root = self.root.resolve()
         for rel in sorted(set(paths) - base):
@@ -320,12 +312,12 @@ class LocalWorkspace(Workspace):
             if not path.parent.resolve().is_relative_to(root):
                 continue  # never created by `git apply`, which refuses to write through a symlink
             if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
+                remove_tree(path)
             elif path.is_symlink() or path.exists():
                 path.unlink()
         restore = sorted(set(paths) & base)
         if restore:
-            await _git_ok(self.git_dir, self.root, "--literal-pathspecs", "checkout", "HEAD", "--", *restore)
+            await git_ok(self.git_dir, self.root, "--literal-pathspecs", "checkout", "HEAD", "--", *restore)
 
     async def close(self) -> None:
         """Stop the sandbox (kills leftovers, frees its uid) and delete the copy. Idempotent."""
@@ -394,6 +386,6 @@ class LocalRuntime(Runtime):
                     "instance disagree (regenerate them with `python -m envs.swe.swe_mini_build`)"
                 )
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(tmp)
             raise
         return LocalWorkspace(instance, tmp, self.limits, self.per_test_seconds)

@@ -12,8 +12,10 @@ Grading follows SWE-bench: a fresh workspace at the base commit, the model's pat
 the files it may not change reset to the base commit (the test patch's files, as the harness
 does, and test files, conftest/site hooks and compiled modules in general: `envs.swe.grading`),
 then the instance's `test_patch`, then the FAIL_TO_PASS and PASS_TO_PASS tests run; the
-instance is resolved when all of them succeed (`envs.swe.instance.is_resolved`) and nothing
-points to tampering (`PatchGrade.tamper`; the threat model is in `envs.swe`'s docstring).
+instance is resolved when all of them succeed (`envs.swe.instance.is_resolved`), none of them
+is unsealed (its outcome only the sandboxed run's word, `envs.swe.oracle`) and, where the
+runtime vetoes, nothing points to tampering (`PatchGrade.tamper`; the threat model is in
+`envs.swe`'s docstring).
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from envs.swe.grading import TEST_DIRS_REAL, protected, scan_patch, split_patch
+from envs.swe.grading import TEST_DIRS_REAL, is_hook_path, protected, split_patch
 from envs.swe.instance import SWEInstance, harness_tests_status, is_resolved
+from envs.swe.scan import FileChange, changes_from_diff, scan_changes
 
 
 class RuntimeUnavailable(RuntimeError):
@@ -50,7 +53,8 @@ class PatchGrade:
     tests_status: dict = field(default_factory=dict)  # the harness's FAIL_TO_PASS/PASS_TO_PASS split
     log: str = ""
     tamper: list[str] = field(default_factory=list)
-    """Signs of tampering: findings of the diff scan and of the test runner's guard."""
+    """Signs of tampering: findings of the diff scan, hook files the patch brought, and reports
+    of the test run that conflict (`envs.swe.verdict`)."""
     reset: list[str] = field(default_factory=list)
     """Files of the model patch that grading reset to the base commit (tests, hooks, compiled)."""
 
@@ -90,6 +94,12 @@ class Workspace(ABC):
     async def close(self) -> None:
         """Delete the working copy and stop whatever runs it. Idempotent."""
 
+    async def changes(self) -> list[FileChange]:
+        """Every path that differs from the base commit, in git's view, for the diff scan
+        (`envs.swe.scan`). By default the paths and modes of `diff()` (git's own output), without
+        contents; runtimes that can read both versions of each file give them."""
+        return changes_from_diff(await self.diff())
+
     async def changed_paths(self) -> list[str]:
         """Paths that differ from the base commit (modified, deleted or new), for grading; files
         the copy had before the patch but git ignores may be left out."""
@@ -105,7 +115,7 @@ class Runtime(ABC):
 
     name: ClassVar[str]
     scan_veto: ClassVar[bool] = False
-    """Whether any finding of the diff scan (`envs.swe.grading.scan_patch` with its source
+    """Whether any finding of the diff scan (`envs.swe.scan.scan_changes` with its source
     patterns) means no reward: right for tiny repositories whose fixes never need those names."""
     test_dirs: ClassVar[frozenset[str]] = TEST_DIRS_REAL
     """Directory names whose files count as tests (reset before grading)."""
@@ -119,16 +129,22 @@ class Runtime(ABC):
         """A fresh working copy of `instance` at its base commit."""
 
     async def grade(self, instance: SWEInstance, patch: str) -> PatchGrade:
-        """Resolved or not: fresh workspace, model `patch`, protected files reset, then
-        `evaluate` (test_patch and the FAIL_TO_PASS + PASS_TO_PASS tests)."""
-        findings = scan_patch(patch, sources=self.scan_veto, dirs=self.test_dirs)
+        """Resolved or not: fresh workspace, model `patch`, the diff scan on git's view of what it
+        changed, protected files reset, then `evaluate` (test_patch and the FAIL_TO_PASS +
+        PASS_TO_PASS tests)."""
         workspace = await self.open(instance)
         try:
+            findings: list[str] = []
             if patch.strip():
                 applied = await workspace.apply_patch(patch)
                 if applied.returncode != 0:
-                    return PatchGrade(resolved=False, applied=False, log=applied.output, tamper=findings)
+                    return PatchGrade(resolved=False, applied=False, log=applied.output)
+                findings = scan_changes(
+                    await workspace.changes(), sources=self.scan_veto, dirs=self.test_dirs
+                )
             reset = await self.reset_protected(workspace, instance, patch)
+            findings += [f"{p}: a file Python or pytest runs unasked" for p in reset if is_hook_path(p)]
+            findings = list(dict.fromkeys(findings))
             if findings and self.scan_veto:  # the tests would prove nothing: not even run
                 log = "not graded: the patch uses what only tampering needs here: " + "; ".join(findings)
                 return PatchGrade(resolved=False, applied=True, log=log, tamper=findings, reset=reset)
@@ -164,6 +180,15 @@ class Runtime(ABC):
         tests = await workspace.run_tests([*instance.fail_to_pass, *instance.pass_to_pass])
         status = harness_tests_status(tests, instance.fail_to_pass, instance.pass_to_pass)
         tamper = [f"{t}: {why}" for t, why in getattr(workspace, "last_tamper", {}).items()]
+        unsealed = getattr(workspace, "last_unsealed", {})
+        log = "".join(
+            f"not resolved on the sandboxed run's word: {t}: {why}\n" for t, why in unsealed.items()
+        )
         return PatchGrade(
-            resolved=is_resolved(status), applied=True, tests=tests, tests_status=status, tamper=tamper
+            resolved=is_resolved(status) and not unsealed,
+            applied=True,
+            tests=tests,
+            tests_status=status,
+            log=log,
+            tamper=tamper,
         )

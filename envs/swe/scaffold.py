@@ -14,9 +14,11 @@ A turn without a tool call counts as `submit`. Reward 1.0 iff the runtime's `gra
 resolved; `info` carries `resolved`, `applied`, `patch`, the grader's `tamper` findings and the
 files it `reset`, and `metrics` (averaged into each training step's metrics): every finished
 episode reports `reward/tamper_suspect` (1.0 when the grader saw signs of tampering: the diff
-scan or the test runner's guard) and `reward/test_files_reset` (1.0 when the patch changed test,
-hook or compiled files that grading put back), 0.0 for episodes that were never graded, so a
-run that learns to hack shows it in its curves.
+scan, or conflicting reports from the test run) and `reward/test_files_reset` (1.0 when the
+patch changed test, hook or compiled files that grading put back), 0.0 for episodes that were
+never graded, so a run that learns to hack shows it in its curves. When the working copy cannot
+be diffed (the model's code left something git cannot add) or grading fails, the episode ends
+with reward 0 and `info["env_error"]` (counted per step as `rollout/env_failed`).
 
 Why so terse: the embedded tiny model is character-level with 1024 positions, so the prompt
 (tools + file list + issue) stays under ~350 characters for a swe-mini instance and an episode
@@ -214,12 +216,20 @@ class SweEnv(ToolEnv):
         return self._cap("\n".join(f"{t} {results.get(t, 'NOT RUN')}" for t in ids))
 
     async def _submit(self, argument: str = "") -> Final:
-        patch = await self._ws().diff()
+        try:  # what the model's code left in the copy (a FIFO, a file git cannot add) may stop it
+            patch = await self._ws().diff()
+        except Exception as exc:
+            await self.close()
+            return Final(
+                0.0, {"resolved": False, "applied": False, "patch": "", "env_error": f"diff: {exc}"[:500]}
+            )
         await self.close()  # release the working copy before grading opens a fresh one
         try:
             grade = await self.runtime.grade(self.instance, patch)
         except Exception as exc:  # the harness failed, not the model: end with reward 0, say why
-            return Final(0.0, {"resolved": False, "applied": False, "patch": patch, "grade_error": str(exc)})
+            return Final(
+                0.0, {"resolved": False, "applied": False, "patch": patch, "env_error": f"grade: {exc}"}
+            )
         info = {"resolved": grade.resolved, "applied": grade.applied, "patch": patch}
         info.update(tamper=list(grade.tamper), reset=list(grade.reset))
         info["metrics"] = episode_metrics(bool(grade.tamper), bool(grade.reset))

@@ -13,7 +13,7 @@ One source file per instance, `src/<name>.txt`, in sections opened by `=== ` lin
 
 The repository must be one module (<= 20 lines, <= 500 chars) plus `tests/test_*.py`, ASCII
 only. Everything else is derived with real git: the base commit (fixed identity and dates,
-`envs.swe.local_runtime.commit_base`, so `LocalRuntime` reproduces it), the gold `patch` and
+`envs.swe.local_git.commit_base`, so `LocalRuntime` reproduces it), the gold `patch` and
 the `test_patch` (`git diff` of the edited working copy), FAIL_TO_PASS (the functions in the
 `tests` section) and PASS_TO_PASS (the test functions at base). After writing, every instance
 is graded with `LocalRuntime`: the gold patch must resolve it and the empty patch must not.
@@ -29,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from envs.swe.local_runtime import BASE_DATE, commit_base, run_git, write_files
+from envs.swe.local_git import BASE_DATE, commit_base, run_git, write_files
 from envs.swe.swe_mini import DATA_FILE, VERSION
 
 SRC = Path(__file__).with_name("mini") / "src"

@@ -1,33 +1,33 @@
-"""Tests of one file in a fresh interpreter, behind an audit guard: the SWE runner's child half.
+"""The sandboxed half of the local SWE test runner: runs rewritten test modules, reports values.
 
-`envs.swe.testrunner` (the parent, which never imports repository code) starts `envs.swe.testguard`'s
-source followed by this one with `python -I -S -B -c` for one test file's ids, in the repository
-root inside the sandbox. Request on stdin (no json: importing it costs more than a small test):
-`token NUL per_test_seconds NUL error-or-"-" NUL id NUL id ... NUL NUL source`, the file's text as
-the parent read it. Answer on the original stdout, a pipe only the parent reads, written by the
-guard: per id STARTED then PASSED / FAILED / ERROR / SKIPPED (ERROR alone when the file cannot be
-imported), or TAMPER, after which the guard ends the process (exit 86). The tests' own output goes
-to /dev/null. The code under test runs in this process, so what the verdict rests on is set up
-before the repository's first line runs, and nothing later relies on state it can reach:
+The local runtime (`envs.swe.local_runtime`) runs this file's source with `python -I -S -B -c`
+inside `envs.sandbox`, in the repository root: no site module (no .pth file, sitecustomize or
+usercustomize), no bytecode written, and no .pyc read (`sys.pycache_prefix` points nowhere).
+Standard library only. Request on stdin, JSON:
 
-1. The test file is compiled here from the parent's copy (a rewrite on disk changes nothing),
-   and the function called must be the one compiled from it (same code object and globals).
-   `sys.pycache_prefix` then points nowhere: no .pyc is read for anything imported later.
-2. The guard (`envs.swe.testguard`) is installed; from then on `child` uses only locals bound
-   before (builtins and helpers included): code under test may rebind globals and builtins.
-3. `unittest.SkipTest` counts only as the real class raised by the test file's own code;
-   rebinding a builtin counts as tampering.
+    {"per_test_seconds": float,
+     "files": [{"path": "tests/test_x.py", "code": hex of a marshalled code object,
+                "tests": [[test id, "name" or "Class::method"], ...]}, ...]}
+
+Each code object is a test module rewritten by `envs.swe.oracle` in the harness: its assertions
+call `__rlbench_check__(k, thunk, ...)` with one thunk per value to compare, its expected
+exceptions call `__rlbench_raised__(k, exception or None)`. This program executes each module,
+calls each test (a per-test timer, SIGALRM, raises a BaseException in it) and prints the reports
+of `envs.swe.verdict` (`MARK` + a JSON array per line) on a private duplicate of its stdout; the
+tests' own output goes to /dev/null. Nothing here is trusted: code under test runs in this
+process and can rewrite any of it. What the verdict rests on is in `envs.swe.verdict`.
 """
 
 import _signal
-import builtins
+import json
+import marshal
 import os
 import sys
 import types
 
-if __name__ != "__main__":  # imported by the harness or tests; as the child program the guard's
-    from envs.swe.testguard import REPORT, install, module_name_readers  # source comes first
-
+MARK = "@@rlbench-swe@@ "  # envs.swe.verdict.MARK (this program imports nothing of the project)
+CHECK, RAISED = "__rlbench_check__", "__rlbench_raised__"  # envs.swe.oracle's names
+MAX_ITEMS, MAX_DEPTH = 100_000, 60
 _NO_PYC = "/dev/null/no-pycache"  # under a file: nothing can be read or written there
 
 
@@ -37,162 +37,164 @@ class _TestTimeout(BaseException):
 
 def _silence() -> int:
     """Point fds 0, 1, 2 at /dev/null; return a private duplicate of the original stdout."""
-    out, devnull = os.dup(1), os.open(os.devnull, os.O_RDWR)  # the duplicate is not inheritable
+    out, devnull = os.dup(1), os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
-    sys.stdin, sys.stdout = open(os.devnull), open(os.devnull, "w")  # live as long as the process
+    sys.stdin, sys.stdout = open(os.devnull), open(os.devnull, "w")
     sys.stderr = sys.stdout
     return out
 
 
-def _resolver(type_=type, len_=len, range_=range, isinstance_=isinstance):
-    """resolve(module_dict, name, module_code) -> (function, instance or None) of `func` or
-    `Class::method`, checked to be the one compiled from the test file (same code object, same
-    globals); (None, why) when it is missing or is something else. A closure: see `_helpers`."""
-    type_vars = type.__dict__["__dict__"].__get__
-    func_code, func_globals = types.FunctionType.__code__.__get__, types.FunctionType.__globals__.__get__
-    function, code_type, class_type = types.FunctionType, types.CodeType, type
+def encode(value, budget: list, depth: int = 0):
+    """`value` as plain data (`envs.swe.verdict`'s format); exact built-in types only, so that
+    no method of the code under test runs here; `budget`: items left (one-element list)."""
+    budget[0] -= 1
+    kind = type(value)
+    if budget[0] < 0 or depth > MAX_DEPTH:
+        return {"o": "too large"}
+    if value is None or kind is bool or kind is str:
+        return value
+    if kind is int:
+        return value if value.bit_length() < 10_000 else {"o": "int too large"}
+    if kind is float:
+        return value if value - value == 0 else {"x": repr(value)}  # inf, -inf, nan
+    if kind is list:
+        return [encode(v, budget, depth + 1) for v in value]
+    if kind is tuple or kind is set or kind is frozenset:
+        tag = "t" if kind is tuple else "s" if kind is set else "f"
+        return {tag: [encode(v, budget, depth + 1) for v in value]}
+    if kind is dict:
+        return {"d": [[encode(k, budget, depth + 1), encode(v, budget, depth + 1)] for k, v in value.items()]}
+    if kind is bytes:
+        return {"b": value.hex()}
+    if kind is complex:
+        return {"c": [value.real, value.imag]}
+    return {"o": str(type.__dict__["__name__"].__get__(kind))}
 
-    def resolve(module_dict: dict, name: str, module_code):
-        expected, namespace, owner, parts = module_code, module_dict, None, name.split("::")
-        for i in range_(len_(parts)):
-            found = [c for c in expected.co_consts if type_(c) is code_type and c.co_name == parts[i]]
-            value = namespace.get(parts[i])
-            if not found or value is None:
-                return None, f"{parts[i]!r} is not defined in the test file"
-            expected = found[-1]  # the last definition wins, as at run time
-            if i < len_(parts) - 1:
-                if not isinstance_(value, class_type):
-                    return None, f"{parts[i]!r} is not a class"
-                owner, namespace = value, type_vars(value)
-        same = func_code(value) is expected and func_globals(value) is module_dict
-        if type_(value) is not function or not same:
-            return None, f"{name!r} is not the function the test file defines (decorated or replaced)"
-        return value, owner
 
-    return resolve
+def _message(exc: BaseException) -> str:
+    """'ValueError: msg' (the message may come from code under test and may raise)."""
+    name = type.__dict__["__name__"].__get__(type(exc))
+    try:
+        text = str(exc)
+    except BaseException:
+        text = ""
+    return f"{name}: {text}" if text else name
 
 
-def _helpers(per_test: float, root: str, full: str, source: str):
-    """(timed, detail, skipped_here, builtins_changed, trusted): the runner's steps as closures
-    over names bound now, so that rebinding module globals or builtins cannot reach them (item
-    2); `trusted`: the code objects among them that read frames (tracebacks)."""
-    type_, str_, isinstance_, len_, exception = type, str.__str__, isinstance, len, BaseException
-    tb_of = BaseException.__dict__["__traceback__"].__get__
-    type_name = type.__dict__["__name__"].__get__
-    set_handler, setitimer = _signal.signal, _signal.setitimer
-    sigalrm, itimer, timeout, open_ = _signal.SIGALRM, _signal.ITIMER_REAL, _TestTimeout, open
-    lines, builtins_dict, snapshot = {full: source.splitlines()}, vars(builtins), dict(vars(builtins))
+def _where(exc: BaseException, root: str) -> list:
+    """[path, line, text] of the deepest frame of `exc`'s traceback inside the repository."""
+    found, tb = ["", 0, ""], exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if isinstance(name, str) and name.startswith(root + "/"):
+            found = [name[len(root) + 1 :], tb.tb_lineno, ""]
+        tb = tb.tb_next
+    if found[0]:
+        try:
+            with open(os.path.join(root, found[0]), encoding="utf-8", errors="replace") as f:
+                lines = f.read(1 << 20).splitlines()
+            found[2] = lines[found[1] - 1].strip()[:200] if 0 < found[1] <= len(lines) else ""
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def _builtin_base(kind) -> str:
+    """The name of the nearest built-in class in `kind`'s MRO."""
+    for base in kind.__mro__:
+        if base.__module__ == "builtins":
+            return base.__name__
+    return "BaseException"
+
+
+def _runner(send, per_test: float, root: str):
+    """(timed, check, raised, current): the per-test timer and the two functions the rewritten
+    modules call; `current[0]` is the id of the test running."""
+    current = [None]
 
     def on_alarm(signum, frame):
-        raise timeout("test timed out")
+        raise _TestTimeout("test timed out")
 
     def timed(fn, *args):
-        set_handler(sigalrm, on_alarm)
-        setitimer(itimer, per_test)
+        _signal.signal(_signal.SIGALRM, on_alarm)
+        _signal.setitimer(_signal.ITIMER_REAL, per_test)
         try:
             return fn(*args)
         finally:
-            setitimer(itimer, 0)
+            _signal.setitimer(_signal.ITIMER_REAL, 0)
 
-    def line_of(name: str, number: int) -> str:
-        if name not in lines:
+    def check(k, *thunks):
+        values, budget = [], [MAX_ITEMS]
+        for thunk in thunks:
             try:
-                with open_(name, encoding="utf-8", errors="replace") as f:
-                    lines[name] = f.read().splitlines()
-            except exception:
-                lines[name] = []
-        text = lines[name]
-        return text[number - 1].strip() if 0 < number <= len_(text) else ""
+                values.append(encode(thunk(), budget))
+            except Exception as exc:  # sent as the operand's outcome; BaseException ends the test
+                values.append({"r": _message(exc)[:300]})
+        send("V", current[0], k, values)
 
-    def detail(exc) -> str:
-        """'tests/test_x.py:7: assert f(1) == 2 -> AssertionError: msg' (the deepest repo frame)."""
-        where, tb = "", tb_of(exc)
-        while tb is not None:
-            name = str_(tb.tb_frame.f_code.co_filename)  # the guard allows this code's frame reads
-            if name.startswith(root + "/"):
-                where = f"{name[len_(root) + 1 :]}:{tb.tb_lineno}: {line_of(name, tb.tb_lineno)} -> "
-            tb = tb.tb_next
-        try:
-            message = exc.__str__()  # code under test may define it; it may raise
-            message = str_(message) if isinstance_(message, str) else ""
-        except exception:
-            message = ""
-        return (where + type_name(type_(exc)) + (": " + message if message else ""))[:300]
+    def raised(k, exc):
+        seen = None if exc is None else [type(exc).__name__, _builtin_base(type(exc))]
+        send("X", current[0], k, seen)
+        if isinstance(exc, _TestTimeout):
+            raise exc
 
-    def skipped_here(exc) -> bool:
-        """Raised by the test file itself (its frame is the deepest): not a skip by code under test."""
-        tb, last = tb_of(exc), None
-        while tb is not None:
-            last, tb = tb, tb.tb_next
-        return last is not None and str_(last.tb_frame.f_code.co_filename) == full
-
-    def builtins_changed() -> list[str]:
-        names = [k for k, v in builtins_dict.items() if snapshot.get(k, snapshot) is not v]
-        return names + [k for k in snapshot if k not in builtins_dict]
-
-    trusted = frozenset({detail.__code__, skipped_here.__code__})
-    return timed, detail, skipped_here, builtins_changed, trusted
+    return timed, check, raised, current
 
 
-def child() -> None:
-    """Run the tests of the request on stdin and report them (see the module docstring)."""
-    head, _, source = sys.stdin.read().partition("\0\0")
-    token, per_test, failed, *ids = head.split("\0")
-    out, root, per_test, failed = _silence(), os.getcwd(), float(per_test), "" if failed == "-" else failed
-    path = ids[0].split("::", 1)[0]  # the parent sends one file's ids
+def run_file(spec: dict, root: str, per_test: float, send) -> None:
+    """Execute one rewritten module and call its requested tests, reporting each."""
+    path = spec["path"]
     full = os.path.join(root, path)
-    readers = module_name_readers(root, source)
-    skip = None
-    if "unittest" in source or "SkipTest" in source:  # the real class, before the repo is on sys.path
-        import unittest
-
-        skip = unittest.SkipTest
-    timed, detail, skipped_here, builtins_changed, trusted = _helpers(per_test, root, full, source)
-    resolve = _resolver()
     module = types.ModuleType(os.path.splitext(os.path.basename(path))[0])
-    module.__file__, module_dict, report, isinstance_ = full, module.__dict__, REPORT, isinstance
-    audit, exit_, exec_, exception = sys.audit, os._exit, exec, BaseException
-    try:
-        module_code = compile(source, full, "exec", dont_inherit=True)
-    except exception as exc:
-        module_code, failed = None, failed or "import failed: " + detail(exc)
+    module.__file__ = full
+    timed, check, raised, current = _runner(send, per_test, root)
+    module.__dict__[CHECK], module.__dict__[RAISED] = check, raised
     sys.path[:0] = [root, os.path.dirname(full)]  # pytest's default (prepend) import mode
     sys.modules[module.__name__] = module
+    try:
+        timed(exec, marshal.loads(bytes.fromhex(spec["code"])), module.__dict__)
+    except BaseException as exc:
+        send("I", path, [*_where(exc, root), _message(exc)[:300]])
+        return
+    for test_id, name in spec["tests"]:
+        current[0] = test_id
+        send("S", test_id)
+        owner, _, method = name.rpartition("::")
+        try:
+            target = module.__dict__.get(owner or method)
+            if owner:
+                target = getattr(target(), method)  # pytest-style class: no arguments
+            if not callable(target):
+                raise LookupError
+        except BaseException:
+            send("E", test_id, "error", f"{name!r} is not defined in {path}")
+            continue
+        try:
+            timed(target)
+            send("E", test_id, "returned", "")
+        except BaseException as exc:
+            where = _where(exc, root)
+            skipped = type(exc).__name__ == "SkipTest" and type(exc).__module__ == "unittest.case"
+            skipped = skipped and where[0] == path  # raised by the test file itself, not the code
+            send("E", test_id, "skipped" if skipped else "raised", [*where, _message(exc)[:300]])
+
+
+def main() -> None:
+    """Read the request, run every file's tests, report (module docstring)."""
+    request = json.loads(sys.stdin.buffer.read())
+    out, root = _silence(), os.getcwd()
     sys.pycache_prefix = _NO_PYC
-    install(token, out, root, trusted, readers, len(ids))
-    del token
-    # From the exec below on, only locals: the code under test may rebind globals and builtins.
-    if not failed:
-        try:
-            timed(exec_, module_code, module_dict)
-        except exception as exc:  # import error, SystemExit, timeout
-            failed = "import failed: " + detail(exc)
-    for test_id in ids:
-        if failed:
-            audit(report, "ERROR", failed)
-            continue
-        audit(report, "STARTED", "")
-        function, owner = resolve(module_dict, test_id.split("::", 1)[1], module_code)
-        if function is None:
-            audit(report, "ERROR", owner)
-            continue
-        passed, caught = False, None
-        try:
-            timed(function, *([] if owner is None else [owner()]))  # pytest-style class: no arguments
-            passed = True
-        except exception as exc:  # assertion, exception, SystemExit, timeout
-            caught = exc
-        why = "" if passed else detail(caught)  # may run code under test (its __str__): before the verdict
-        rebound = builtins_changed()
-        if rebound:
-            audit(report, "TAMPER", "builtins rebound by the code under test: " + ", ".join(rebound[:5]))
-        outcome = "PASSED" if passed else "FAILED"
-        if not passed and skip is not None and isinstance_(caught, skip) and skipped_here(caught):
-            outcome = "SKIPPED"
-        audit(report, outcome, why)
-    exit_(0)
+
+    def send(*event) -> None:
+        data = (MARK + json.dumps(event) + "\n").encode("utf-8", "surrogatepass")
+        while data:
+            data = data[os.write(out, data) :]
+
+    for spec in request["files"]:
+        run_file(spec, root, float(request["per_test_seconds"]), send)
+    os._exit(0)  # no atexit handler of the code under test runs
 
 
 if __name__ == "__main__":
-    child()
+    main()

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 
 from envs.swe.instance import SWEInstance
 from envs.swe.runtime import CommandResult, PatchGrade, Runtime, Workspace
+from envs.swe.scan import FileChange
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
@@ -152,6 +153,19 @@ class InMemoryWorkspace(Workspace):
         """Changes against the base state, file by file in path order (git's format)."""
         paths = sorted(set(self.base) | set(self.files))
         return "".join(file_diff(p, self.base.get(p), self.files.get(p)) for p in paths)
+
+    async def changes(self) -> list[FileChange]:
+        """Every path whose text differs from the base state, as regular files (mode 0o100644)."""
+        return [
+            FileChange(
+                p,
+                0o100644 if p in self.base else 0,
+                0o100644 if p in self.files else 0,
+                None if p not in self.base else self.base[p].encode(),
+                None if p not in self.files else self.files[p].encode(),
+            )
+            for p in await self.changed_paths()
+        ]
 
     async def changed_paths(self) -> list[str]:
         """Paths whose text differs from the base state (modified, deleted, new)."""

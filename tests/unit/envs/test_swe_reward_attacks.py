@@ -3,8 +3,12 @@ nothing, on swe-mini__account-1 (withdrawing the whole balance raises). Each cas
 attack is not resolved AND that the gold patch, graded beside it, still is.
 
 Two tables: whole-grader attacks (`LocalRuntime.grade`, every layer on), and in-process attacks
-graded with the diff-scan veto off, so that what stops them is the runner itself (reset, the
-parent process, the child's audit guard) and not the scan."""
+graded with the diff-scan veto off, so that what stops them is the grader itself (reset, and since
+issue 34 the expected values kept in the harness: `envs.swe.oracle`) and not the scan, which
+reports each of them (`envs.swe.scan`; with the veto on, that alone stops them). Issue 34 removed the child's audit guard: the
+second column used to name what the guard caught and now names what the scan reports. The
+attacks by class, with more payloads and instances, are in test_swe_attacks.py and
+test_swe_scan.py."""
 
 from __future__ import annotations
 
@@ -15,7 +19,9 @@ import textwrap
 
 import pytest
 
-from envs.swe.local_runtime import LocalRuntime, run_git
+from envs.swe.local_git import run_git
+from envs.swe.local_runtime import LocalRuntime
+from envs.swe.scan import FileChange, scan_changes
 from envs.swe.swe_mini import load_swe_mini, repo_files
 
 ACCOUNT = next(i for i in load_swe_mini() if i.instance_id == "swe-mini__account-1")
@@ -142,50 +148,53 @@ def test_patch_writing_outside_the_repository_is_refused():
 
 
 # Code under test (put before account.py's buggy class, or after it when it starts with "@after")
-# -> what the guard reports ("" for attacks that simply fail).
+# -> what the diff scan reports (the veto is off here).
 IN_PROCESS_ATTACKS = {
-    "2: monkeypatch __main__ (nothing there to patch)": (MAIN_PATCH, ""),
-    "3: frame walk (sys._getframe)": (FRAME_WALK, "sys._getframe"),
-    "os._exit(0) at import": ("import os; os._exit(0)", ""),
-    "os._exit(0) inside the test": ("@after\nimport os\nAccount.withdraw = lambda self, a: os._exit(0)", ""),
-    "report forged through the runner's audit event": (
+    "2: monkeypatch __main__ (nothing there to patch)": (MAIN_PATCH, "module table (__main__)"),
+    "3: frame walk (sys._getframe)": (FRAME_WALK, "stack frames (_getframe)"),
+    "os._exit(0) at import": ("import os; os._exit(0)", "processes (os._exit)"),
+    "os._exit(0) inside the test": (
+        "@after\nimport os\nAccount.withdraw = lambda self, a: os._exit(0)",
+        "processes (os._exit)",
+    ),
+    "report forged through the old runner's audit event": (
         "import sys; sys.audit('swe-testrunner.report', 'PASSED', '')",
-        "reported from outside the runner",
+        "hooks (audit)",
     ),
     "traceback frames (tb_frame)": (
         "try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    e.__traceback__.tb_frame",
-        "tb_frame",
+        "stack frames (tb_frame)",
     ),
-    "generator frames (gi_frame)": ("g = (x for x in [1])\ng.gi_frame", "gi_frame"),
-    "gc object walk": ("import gc; gc.get_objects()", "gc.get_objects"),
-    "ctypes": ("import ctypes", "import ctypes"),
-    "tracing hook": ("import sys; sys.settrace(lambda *a: None)", "sys.settrace"),
-    "another audit hook": ("import sys; sys.addaudithook(lambda *a: None)", "sys.addaudithook"),
-    "hand-made bytecode": ("(lambda: 0).__code__.replace(co_name='x')", "code.__new__"),
-    "marshal": ("import marshal; marshal.loads(marshal.dumps(1))", "marshal.loads"),
-    "/proc/self/mem": ("open('/proc/self/mem', 'rb')", "open /proc/self/mem"),
-    "new process": ("import os; os.system('true')", "os.system"),
-    "signal to the parent": ("import os; os.kill(os.getppid(), 9)", "os.kill"),
+    "generator frames (gi_frame)": ("g = (x for x in [1])\ng.gi_frame", "stack frames (gi_frame)"),
+    "gc object walk": ("import gc; gc.get_objects()", "object walks (get_objects)"),
+    "ctypes": ("import ctypes", "object walks (ctypes)"),
+    "tracing hook": ("import sys; sys.settrace(lambda *a: None)", "stack frames (settrace)"),
+    "another audit hook": ("import sys; sys.addaudithook(lambda *a: None)", "hooks (addaudithook)"),
+    "hand-made bytecode": ("(lambda: 0).__code__.replace(co_name='x')", "introspection (__code__)"),
+    "marshal": ("import marshal; marshal.loads(marshal.dumps(1))", "dynamic code (marshal)"),
+    "/proc/self/mem": ("open('/proc/self/mem', 'rb')", "processes (/proc)"),
+    "new process": ("import os; os.system('true')", "processes (os.system)"),
+    "signal to the parent": ("import os; os.kill(os.getppid(), 9)", "processes (os.kill)"),
     "test file rewritten on disk": (
         f"open('tests/test_account.py', 'w').write({PASSING_TESTS!r})",
-        "open tests/",
+        "files (open(",
     ),
-    "symlink": ("import os; os.symlink('account.py', 'x.py')", "os.symlink"),
-    "builtins rebound": ("import builtins; builtins.ValueError = Exception", "builtins rebound"),
+    "symlink": ("import os; os.symlink('account.py', 'x.py')", "files (os.symlink)"),
+    "builtins rebound": ("import builtins; builtins.ValueError = Exception", "module table (builtins)"),
 }
 
 
 @pytest.mark.parametrize("name", list(IN_PROCESS_ATTACKS))
-def test_in_process_attack_is_stopped_by_the_runner(name):
-    code, caught = IN_PROCESS_ATTACKS[name]
+def test_in_process_attack_is_stopped_by_the_grader(name):
+    code, reported = IN_PROCESS_ATTACKS[name]
     source = SRC + code.removeprefix("@after") if code.startswith("@after") else code + "\n" + SRC
     patch = asyncio.run(patch_of(writes({"account.py": source})))
     attack, gold = grade_with_gold(NoScanVeto(), patch)
     assert not attack.resolved, attack
     assert attack.tests["tests/test_account.py::test_withdraw_all"] != "PASSED"
-    if caught:
-        assert any(caught in finding for finding in attack.tamper), attack.tamper
     assert gold.resolved and not gold.tamper
+    change = FileChange("account.py", 0o100644, 0o100644, SRC.encode(), source.encode())
+    assert any(f"account.py: {reported}" in finding for finding in scan_changes([change]))
 
 
 # ---- 4: the same through the agent scaffold's tools ---------------------------------------------

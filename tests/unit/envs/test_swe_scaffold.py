@@ -225,7 +225,7 @@ def test_grade_failure_ends_the_episode_with_the_reason():
             raise RuntimeError("container vanished")
 
     _, [result] = play(SweEnv(make_instance(), Broken()), ["<tool>submit</tool>"])
-    assert result.done and result.reward == 0.0 and result.info["grade_error"] == "container vanished"
+    assert result.done and result.reward == 0.0 and result.info["env_error"] == "grade: container vanished"
 
 
 def test_tool_call_limit_and_reset_reopens():

@@ -128,3 +128,24 @@ def test_the_tiny_model_on_swe_mini_is_told_to_use_swe_synth(tmp_path, monkeypat
         config = build_config({"algo": "sao", "task": "swe", "task_args": {"dataset": dataset}})
         load_policy_for_run(config, SweTask(dataset=dataset))
         assert ("bench: note: the tiny base model resolves none" in capsys.readouterr().out) is noted
+
+
+@pytest.mark.slow
+def test_gold_patches_of_a_sample_resolve_and_empty_ones_do_not():
+    # the grader keeps the expected values outside the sandbox (issue 34): no gold fix is lost
+    bugs = [synthetic.bug_for_id(synthetic.generated_id("eval0", i)) for i in range(60)]
+
+    async def grade_all():
+        runtime, grades = LocalRuntime(), []
+        for start in range(0, len(bugs), 10):
+            chunk = bugs[start : start + 10]
+            grades += await asyncio.gather(
+                *(runtime.grade(b.instance, p) for b in chunk for p in (b.instance.patch, ""))
+            )
+        return grades
+
+    grades = iter(asyncio.run(grade_all()))
+    for bug in bugs:
+        gold, empty = next(grades), next(grades)
+        assert gold.resolved and not gold.tamper, (bug.instance.instance_id, gold.tests, gold.log)
+        assert not empty.resolved, bug.instance.instance_id
