@@ -43,6 +43,7 @@ Where this departs from rliable or chooses what it leaves open:
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -52,7 +53,16 @@ from benchmarks.stats import _BOOT_CHUNK_CELLS
 _SEED_STREAM = 0x5EED
 """Second entropy word of the generator that resamples seeds (problems use `default_rng(seed)`)."""
 
-VERDICTS = ("better", "worse", "not distinguishable")
+
+class Direction(StrEnum):
+    """What a difference's 95% interval(s) say about arm A against arm B."""
+
+    BETTER = "better"
+    WORSE = "worse"
+    NOT_DISTINGUISHABLE = "not distinguishable"
+
+
+VERDICTS = tuple(Direction)
 
 
 def _finite(x: Any) -> np.ndarray:
