@@ -19,6 +19,11 @@ are independent draws. Shape suffixes: `_S` seeds, `_P` problems.
   `seed_noise_bound_test` works from per-seed means alone (the committed per_seed.csv tables):
   it uses the bound sum_p p(1-p) <= P m(1-m) (Jensen), which overstates the noise and so
   flags less often; a flag from it is certain, its absence is not.
+- Common sampling seeds: this harness evaluates every run with one evaluation seed (samples
+  paired across arms), so the runs' sampling noise is partly shared. Then the seed means vary
+  less than independent noise would make them, the noise test is conservative, and Welch's
+  target is the difference under those sampling draws; the bootstrap, which resamples the
+  problems with their samples, carries that part of the uncertainty, hence a verdict needs both.
 - `minimum_detectable_effect`: the difference a two-sided level-alpha test detects with the
   given power: (t_{1-alpha/2, df} + t_{power, df}) x standard error (normal quantiles when df
   is infinite), the usual approximation of the noncentral-t power (`power_t` gives it exactly).

@@ -21,6 +21,7 @@ import pandas as pd
 
 from results.comparison import Comparison, load
 from results.report import tables as T
+from results.report.claims import claim_pairs
 from results.report.differences import differences
 from results.report.drift import DRIFT_SCORE, drift_matrices, drift_phase_table, drift_segments
 from results.report.render import write_table
@@ -31,7 +32,6 @@ from results.report.score_matrix import (
     read_score_matrix,
     write_score_matrix,
 )
-from results.report.verdicts import claim_pairs
 from results.tables import format_table
 
 FORMATS = ("md", "csv", "tex", "html")

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from results.comparison import arm_slug
+
 CRITIC = {"sao": True, "grpo": False, "ppo": True}
 PER_STEP = 16
 
@@ -125,7 +127,7 @@ def write_comparison(
     (out / "comparison.json").write_text(json.dumps(spec))
     for arm in arms:
         for seed in seeds:
-            run = out / "runs" / f"{arm}-s{seed}"
+            run = out / "runs" / f"{arm_slug(arm)}-s{seed}"
             run.mkdir(parents=True)
             (run / "config.json").write_text(json.dumps({"algo": arm, "seed": seed, "task": "arith"}))
             (run / "env.json").write_text(json.dumps({"git_commit": "0" * 40}))
@@ -134,7 +136,7 @@ def write_comparison(
                 write_jsonl(run / "timeline.jsonl", _timeline(steps, seed))
             if final_eval is not None:
                 write_final_eval(run, arm, seed, *final_eval)
-            (out / "status" / f"{arm}-s{seed}.json").write_text(json.dumps({"state": "finished"}))
+            (out / "status" / f"{arm_slug(arm)}-s{seed}.json").write_text(json.dumps({"state": "finished"}))
     return out
 
 
