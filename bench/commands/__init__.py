@@ -6,7 +6,19 @@ from __future__ import annotations
 
 import argparse
 
-COMMANDS = ("algos", "tasks", "benchmarks", "run", "compare", "sweep", "report", "pretrain", "eval", "perf")
+COMMANDS = (
+    "algos",
+    "tasks",
+    "benchmarks",
+    "run",
+    "compare",
+    "sweep",
+    "report",
+    "plan",
+    "pretrain",
+    "eval",
+    "perf",
+)
 """The subcommands, in the order `bench --help` lists them (module `bench.commands.<name>`)."""
 
 
