@@ -35,6 +35,7 @@ from typing import Any
 
 from envs import data_files
 from envs.base import Grader, Problem, SingleTurnEnv, Task
+from envs.splits import Split
 
 PROBE_TIMEOUT_S = 3.0
 """Seconds allowed for the connectivity probe before a remote source is declared unreachable."""
@@ -284,7 +285,7 @@ class BenchmarkSpec:
     columns: tuple[str, ...]
     parse_row: Callable[[int, dict[str, Any]], Problem] = field(repr=False)
     episode_task: Callable[[Sequence[Problem]], Any] | None = field(default=None, repr=False)
-    split: str = "test"  # or "validation": tuning and checkpoint selection only, never reported
+    split: Split = Split.TEST  # or VALIDATION: tuning and checkpoint selection only, never reported
     breakdown: str | None = None
     """A `Problem.meta` key (e.g. a difficulty such as the number of operands, or a category):
     the summary then also reports avg@k per value of it (`summary["breakdown"]`)."""

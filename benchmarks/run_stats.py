@@ -3,8 +3,9 @@
 
 A comparison on one benchmark has arms x seeds x problems x k samples. The unit score is one
 (seed, problem) cell: the fraction of that problem's k samples that are correct. Arms are
-paired: the same problems, sample indices and evaluation seed for every arm, and seed s of
-arm A shares its training seed with seed s of arm B.
+paired by problem (the same problems, sample indices and evaluation seed for every arm), not
+by seed: seed s of arm A and seed s of arm B share only the base model, so each arm's seeds
+are independent draws of its own training runs (and their counts may differ).
 
 Shape suffixes: `_S` seeds (independent training runs), `_P` problems, `_M` benchmarks (rliable's
 tasks), `_R` bootstrap replicates, `_C` one chunk of replicates. Intervals are percentile
@@ -33,10 +34,16 @@ Where this departs from rliable or chooses what it leaves open:
    `StratifiedIndependentBootstrap` does; `paired=True` draws the same seed indices for both.
 6. With 3 seeds a seed resample is one of 10 multisets and the seed variance shrinks to 2/3
    (item 1): where seeds, not problems, dominate the spread, a 3-seed interval is too narrow.
+   So every difference also gets a seed-level interval (`benchmarks.seed_stats`: Welch's t over
+   per-seed means, calibrated at 3-10 seeds), and a verdict needs both.
+7. A difference resamples problems jointly for both arms (they answered the same problems)
+   and each arm's seeds independently (seeds are not paired across arms; an earlier version
+   resampled the cell differences of seed s of A minus seed s of B, an arbitrary pairing).
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -46,7 +53,16 @@ from benchmarks.stats import _BOOT_CHUNK_CELLS
 _SEED_STREAM = 0x5EED
 """Second entropy word of the generator that resamples seeds (problems use `default_rng(seed)`)."""
 
-VERDICTS = ("better", "worse", "not distinguishable")
+
+class Direction(StrEnum):
+    """What a difference's 95% interval(s) say about arm A against arm B."""
+
+    BETTER = "better"
+    WORSE = "worse"
+    NOT_DISTINGUISHABLE = "not distinguishable"
+
+
+VERDICTS = tuple(Direction)
 
 
 def _finite(x: Any) -> np.ndarray:
@@ -96,19 +112,33 @@ def two_level_boot_means(x_S_P: np.ndarray, n_boot: int, seed: int) -> np.ndarra
     and is mean_{i,j} x[s*_i, p*_j] (see the module docstring). Chunked like `stats._boot_means`
     (chunks of _BOOT_CHUNK_CELLS problem draws: about 50 MB at most, whatever n_boot).
     """
-    n_seeds, n_problems = x_S_P.shape
+    return arm_boot_means([x_S_P], n_boot, seed)[:, 0]
+
+
+def arm_boot_means(arms: list[np.ndarray], n_boot: int, seed: int) -> np.ndarray:
+    """Replicates (n_boot, arms) of each arm's mean: one problem resample shared by every arm
+    (problems are paired), each arm's seeds resampled on its own (seeds are not).
+
+    `arms`: [seeds, problems] arrays with the same problems (columns); seed counts may differ.
+    The problem draws come from `default_rng(seed)`, arm i's seed draws from
+    `default_rng([seed, _SEED_STREAM])` for i = 0 and `default_rng([seed, _SEED_STREAM, i])`
+    after, so one arm alone gives `two_level_boot_means`.
+    """
+    n_problems = arms[0].shape[1]
     rng_problems = np.random.default_rng(seed)
-    rng_seeds = np.random.default_rng([seed, _SEED_STREAM])
-    share_S_P = x_S_P / n_seeds
-    out_R = np.empty(n_boot)
+    rngs = [np.random.default_rng([seed, _SEED_STREAM] + ([i] if i else [])) for i in range(len(arms))]
+    shares = [x_S_P / x_S_P.shape[0] for x_S_P in arms]
+    out_R_A = np.empty((n_boot, len(arms)))
     chunk = max(1, _BOOT_CHUNK_CELLS // n_problems)
     for start in range(0, n_boot, chunk):
         stop = min(n_boot, start + chunk)
         problems_C_P = rng_problems.integers(0, n_problems, size=(stop - start, n_problems))
-        seeds_C_S = rng_seeds.integers(0, n_seeds, size=(stop - start, n_seeds))
-        rows_C_P = _counts(seeds_C_S, n_seeds) @ share_S_P  # each replicate's mean over its seeds
-        out_R[start:stop] = rows_C_P[np.arange(stop - start)[:, None], problems_C_P].mean(axis=1)
-    return out_R
+        for i, (rng, share_S_P) in enumerate(zip(rngs, shares)):
+            n_seeds = share_S_P.shape[0]
+            seeds_C_S = rng.integers(0, n_seeds, size=(stop - start, n_seeds))
+            rows_C_P = _counts(seeds_C_S, n_seeds) @ share_S_P  # each replicate's mean over its seeds
+            out_R_A[start:stop, i] = rows_C_P[np.arange(stop - start)[:, None], problems_C_P].mean(axis=1)
+    return out_R_A
 
 
 def stratified_bootstrap_ci(
@@ -136,21 +166,22 @@ def stratified_bootstrap_ci(
 def paired_difference(
     a_S_P: Any, b_S_P: Any, n_boot: int = 10000, seed: int = 0, confidence: float = 0.95
 ) -> dict[str, Any]:
-    """Arm A minus arm B on paired (seed, problem) cells, with a CI, a p-value and a verdict.
+    """Arm A minus arm B on the same problems, with a CI, a p-value and a verdict.
 
-    Both arms are resampled with the same seed and problem indices (the two-level bootstrap of
-    `stratified_bootstrap_ci`), which is the bootstrap of the cell differences d = a - b.
-    `p_value`: two-sided, for diff = 0, with the bootstrap distribution centred on 0 as in
-    `stats.paired_bootstrap`: (1 + #{|d*_r - diff| >= |diff|}) / (n_boot + 1). `verdict`:
-    "better" if ci_low > 0, "worse" if ci_high < 0, else "not distinguishable". Keys: diff,
-    ci_low, ci_high, p_value, verdict, mean_a, mean_b, n_seeds, n_problems, n_boot, confidence.
+    A replicate resamples the problems once for both arms and each arm's seeds independently
+    (`arm_boot_means`; item 7 of the module docstring): replicate = mean of A's resampled cells
+    minus B's. `p_value`: two-sided, for diff = 0, with the bootstrap distribution centred on 0
+    as in `stats.paired_bootstrap`: (1 + #{|d*_r - diff| >= |diff|}) / (n_boot + 1), so its
+    floor is 1 / (n_boot + 1) (`p_floor`). `verdict`: "better" if ci_low > 0, "worse" if
+    ci_high < 0, else "not distinguishable". Keys: diff, ci_low, ci_high, p_value, verdict,
+    mean_a, mean_b, n_seeds (A's), n_seeds_b, n_problems, n_boot, confidence.
     """
     a, b = _grid(a_S_P), _grid(b_S_P)
-    if a.shape != b.shape:
-        raise ValueError(f"paired arms need the same [seeds, problems] shape, got {a.shape} and {b.shape}")
-    d_S_P = a - b
-    diff = float(d_S_P.mean())
-    boots_R = two_level_boot_means(d_S_P, n_boot, seed)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"both arms need the same problems (columns), got {a.shape} and {b.shape}")
+    diff = float(a.mean() - b.mean())
+    boots_R_A = arm_boot_means([a, b], n_boot, seed)
+    boots_R = boots_R_A[:, 0] - boots_R_A[:, 1]
     low, high = _interval(boots_R, confidence)
     extreme = int(np.sum(np.abs(boots_R - diff) >= abs(diff) - 1e-12))
     return {
@@ -161,11 +192,26 @@ def paired_difference(
         "verdict": VERDICTS[0] if low > 0 else VERDICTS[1] if high < 0 else VERDICTS[2],
         "mean_a": float(a.mean()),
         "mean_b": float(b.mean()),
-        "n_seeds": d_S_P.shape[0],
-        "n_problems": d_S_P.shape[1],
+        "n_seeds": a.shape[0],
+        "n_seeds_b": b.shape[0],
+        "n_problems": a.shape[1],
         "n_boot": n_boot,
         "confidence": confidence,
     }
+
+
+def p_floor(n_boot: int) -> float:
+    """The smallest p-value a bootstrap of `n_boot` replicates reports: 1 / (n_boot + 1)."""
+    return 1 / (n_boot + 1)
+
+
+def format_p(p: float, n_boot: int | None = None) -> str:
+    """A p-value for a table: 3 significant digits, or "< 1/n_boot" (e.g. "< 0.0001" for 10,000
+    resamples) at a bootstrap's floor, where no replicate was as extreme: the p-value is then
+    only known to be below the bootstrap's resolution."""
+    if n_boot is not None and p <= p_floor(n_boot) * (1 + 1e-9):
+        return f"< {1 / n_boot:.2g}"
+    return f"{p:.3g}"
 
 
 def iqm(scores: Any) -> float:

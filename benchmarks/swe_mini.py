@@ -3,9 +3,10 @@ tests in the sandbox) and graded by SWE-bench's resolved rule, exactly as `--tas
 on them. No download, no Docker.
 
 - `swe-mini`: the embedded one-bug Python repositories (`envs.swe.swe_mini`, 33 instances);
-- `swe-synth`: the first SWE_SYNTH_SIZE bugs of the synthetic "eval0" stream
-  (`envs.swe.synthetic`): held-out bugs of the distribution `--task swe
-  --set task.dataset=swe-synth` trains on (that draws from the "train" stream)."""
+- `swe-synth`: the first SWE_SYNTH_SIZE bugs of the synthetic "eval0" stream in the test bucket
+  of `envs.swe.synthetic.SPLIT`: held-out bugs of the distribution `--task swe
+  --set task.dataset=swe-synth` trains on (that draws train-bucket bugs of the "train" stream,
+  so no benchmark bug is ever trained on, by content)."""
 
 from __future__ import annotations
 
@@ -29,13 +30,15 @@ def _synth_rows() -> list[dict]:
     return [dict(p.meta) for p in problems]
 
 
-def _local_swe_spec(name: str, description: str, source: BuiltinSource, license: str) -> BenchmarkSpec:
+def _local_swe_spec(
+    name: str, version: int, description: str, source: BuiltinSource, license: str
+) -> BenchmarkSpec:
     """An embedded SWE set: episodes of the SWE scaffold in the local runtime, k=4 at T=1."""
     from envs.swe.task import SweTask
 
     return BenchmarkSpec(
         name=name,
-        version=1,
+        version=version,
         description=description,
         source=source,
         license=license,
@@ -52,6 +55,7 @@ def swe_mini() -> BenchmarkSpec:
     """Every swe-mini instance; resolved = all FAIL_TO_PASS and PASS_TO_PASS tests pass."""
     return _local_swe_spec(
         "swe-mini",
+        1,
         "swe-mini: embedded one-bug Python repositories in the SWE-bench schema, local runtime",
         BuiltinSource(recipe="envs.swe.swe_mini.load_swe_mini() (envs/swe/mini/swe_mini.jsonl)", build=_rows),
         "Apache-2.0 (written for this project)",
@@ -62,7 +66,9 @@ def swe_synth() -> BenchmarkSpec:
     """Held-out synthetic one-line bugs; resolved = all FAIL_TO_PASS and PASS_TO_PASS tests pass."""
     return _local_swe_spec(
         "swe-synth",
-        f"swe-synth: {SWE_SYNTH_SIZE} held-out generated one-bug repositories, local runtime",
+        2,  # 2: the test bucket of a partition by content (disjoint from training)
+        f"swe-synth: {SWE_SYNTH_SIZE} held-out generated one-bug repositories, disjoint from training "
+        "by content, local runtime",
         BuiltinSource(
             recipe=f"envs.swe.task.SweTask(dataset='swe-synth').eval_problems({SWE_SYNTH_SIZE}, seed=0)",
             build=_synth_rows,

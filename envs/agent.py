@@ -31,6 +31,7 @@ import string
 from envs.arith import evaluate
 from envs.base import Env, Message, Problem, StepResult, Task
 from envs.math.graders import grade_integer
+from envs.splits import ContentSplit, Split, held_out_split
 from envs.tool_env import Final, ToolEnv, ToolFn
 from envs.tools import TOOL_STOP, format_tool_call
 
@@ -43,6 +44,9 @@ PARETO_SHAPE = 2.0
 _ERROR_OFFSETS = (-2, -1, 1, 2)  # a wrong demonstration step is off by this much, as in `arith`
 _VARIABLE = re.compile(r"[a-z]")
 _RESULT = re.compile(r"<result>([a-z])=(\d+)</result>")
+
+SPLIT = ContentSplit(salt="agent-split-v1", test=0.2, validation=0.1)
+"""agent's partition by problem content, the chain and its hidden values (`envs.splits`)."""
 
 
 def sample_latency(mean: float, dist: str, rng: random.Random) -> float:
@@ -67,6 +71,12 @@ def parse_prompt(prompt: str) -> tuple[list[str], list[str]]:
     """`"a+c-b=?\\n"` -> (["a", "c", "b"], ["+", "-"]): the variable names and the operators."""
     expression = prompt.split("=", 1)[0]
     return _VARIABLE.findall(expression), re.findall(r"[+-]", expression)
+
+
+def _content(problem: Problem) -> str:
+    """What makes an agent problem itself: its chain and hidden values, `a+c-b/735`."""
+    values = problem.meta["values"]
+    return f"{problem.prompt.split('=', 1)[0]}/{''.join(str(values[name]) for name in problem.meta['names'])}"
 
 
 class AgentEnv(ToolEnv):
@@ -181,6 +191,11 @@ class AgentTask(Task):
     `demo_error_rate` (the error propagates). A demonstration is right with probability
     about (1 - skip)^vars * (1 - error)^(vars - 1): ~64% on average with the defaults, much
     less on long chains, so RL has headroom; rates of 0 give the clean oracle.
+
+    Splits (`SPLIT`): a problem's content is its chain and hidden values (its training key
+    `agent-<chain>/<values>`); training draws only train-bucket problems and
+    `eval_problems(n, seed, split)` draws from the test (or validation) bucket, as in `arith`.
+    The space is large (105,300 two-variable problems), so held-out sets rarely repeat a problem.
     """
 
     name = "agent"
@@ -224,11 +239,17 @@ class AgentTask(Task):
         self.max_turns = self.max_tool_calls + 1  # instance value: follows max_vars
         self._latency_seeds = random.Random(f"agent-latency-{latency_seed}")
 
-    def _problem(self, rng: random.Random, key: str | None = None) -> Problem:
-        """Draw one problem from `rng`; the key defaults to `agent-<chain>/<values in order>`."""
+    def _length(self, rng: random.Random) -> int:
+        """A variable count that continues past 2 with probability 1 - `p_more` (capped)."""
         n = 2
         while n < self.max_vars and rng.random() >= self.p_more:
             n += 1
+        return n
+
+    def _problem(self, rng: random.Random, key: str | None = None, n: int | None = None) -> Problem:
+        """Draw one problem of `n` variables (default: from the task's mix) from `rng`; the key
+        defaults to `agent-<chain>/<values in order>`."""
+        n = self._length(rng) if n is None else n
         names = rng.sample(string.ascii_lowercase, n)
         ops = [rng.choice("+-") for _ in range(n - 1)]
         digits = [rng.randint(1, 9) for _ in range(n)]
@@ -240,14 +261,23 @@ class AgentTask(Task):
             meta={"names": names, "ops": ops, "values": dict(zip(names, digits, strict=True)), "n_vars": n},
         )
 
-    def sample_problem(self, rng: random.Random) -> Problem:
-        """A training problem drawn with `rng` only."""
-        return self._problem(rng)
+    def _draw_in(self, bucket: Split, rng: random.Random, key: str | None = None) -> Problem:
+        """A problem of `bucket`: its length from the task's mix, then uniformly among the bucket's
+        problems of that length (every split keeps the mix of lengths exactly, as in `arith`)."""
+        n = self._length(rng)
+        return SPLIT.draw_in(bucket, lambda: self._problem(rng, key, n), _content)
 
-    def eval_problems(self, n: int, seed: int = 0) -> list[Problem]:
-        """`n` held-out problems from the seed stream "agent-eval-<seed>" (deterministic)."""
-        rng = random.Random(f"agent-eval-{seed}")
-        return [self._problem(rng, key=f"agent-eval{seed}-{i:06d}") for i in range(n)]
+    def sample_problem(self, rng: random.Random) -> Problem:
+        """A training problem (train bucket) drawn with `rng` only."""
+        return self._draw_in(Split.TRAIN, rng)
+
+    def eval_problems(self, n: int, seed: int = 0, split: str = Split.TEST) -> list[Problem]:
+        """`n` held-out problems of the `split` bucket from the stream "agent-<split>-<seed>"
+        (deterministic); keys `agent-eval<seed>-NNNNNN` (test), `agent-val<seed>-NNNNNN`."""
+        bucket = held_out_split(split)
+        rng = random.Random(f"agent-{bucket}-{seed}")
+        tag = "eval" if bucket is Split.TEST else "val"
+        return [self._draw_in(bucket, rng, key=f"agent-{tag}{seed}-{i:06d}") for i in range(n)]
 
     def make_env(self, problem: Problem) -> Env:
         """A fresh `AgentEnv` with this task's latency and its own latency stream."""

@@ -14,8 +14,14 @@ import random
 
 from envs.base import Env, Message, Problem, SingleTurnEnv, Task
 from envs.math.graders import grade_integer
+from envs.splits import ContentSplit, Split, held_out_split
 
 _ERROR_OFFSETS = (-2, -1, 1, 2)
+
+SPLIT = ContentSplit(salt="arith-split-v1", test=0.2, validation=0.1)
+"""arith's partition by expression (`envs.splits`): 20% of every length's chains are test
+problems, 10% validation, 70% training (of the 162 two-operand chains: 39 test, 12 validation,
+111 training)."""
 
 
 def format_expression(operands: list[int], ops: list[str]) -> str:
@@ -79,6 +85,24 @@ class ArithTask(Task):
     answers mostly right up to 6 operands; sampled avg@4 of 5 operands 0.33) at about the
     same mean (0.46), and 10 minutes of SAO or GRPO then gain 22-29 points (README).
     `demo_p_more=0.35` is the old recipe.
+
+    Splits (`SPLIT`, by the expression's content hash): training draws only chains of the train
+    bucket; `eval_problems(n, seed, split)` draws n chains i.i.d. from the task's distribution
+    restricted to the test (or validation) bucket, so no held-out chain is ever trained on and
+    the validation and test sets share none. Every draw, training or held out, takes its length
+    from the task's mix, then a uniform chain of that length in its bucket: the buckets' shares
+    of the short lengths differ by chance (39 of the 162 two-operand chains are test chains,
+    24%, not 20%), and rejecting whole draws would tilt the test set towards two-operand chains
+    (39% instead of 35%). The trade-off, chosen deliberately: a held-out set keeps its repeats.
+    Short chains are few (162 with two operands, 2,916 with three) and 35% of draws have two
+    operands, so the test bucket's 39 two-operand chains recur in a large test set (about 350
+    of the 1,000 `arith` problems); deduplicating would keep each once, a few percent of the
+    set, tilting it towards long chains, and the score would no longer estimate accuracy on the
+    distribution trained on. Problems are i.i.d. draws, so the CIs over problems stay valid;
+    the `n_operands` breakdown shows each length. Holding out a larger share would leave fewer
+    short chains to train on. The warm-start demonstrations are drawn from the whole space
+    (`demo_p_more`; the shipped bases were cloned from them): they are the base model's
+    supervised data, shared by every arm of a comparison.
     """
 
     name = "arith"
@@ -108,14 +132,23 @@ class ArithTask(Task):
         self.p_more = p_more
         self.demo_p_more = demo_p_more
 
-    def _draw(self, rng: random.Random, p_more: float) -> tuple[list[int], list[str]]:
-        """Operands and operators of one problem whose operand count continues with 1 - `p_more`."""
+    def _length(self, rng: random.Random, p_more: float) -> int:
+        """An operand count that continues past 2 with probability 1 - `p_more` (capped)."""
         n = 2
         while n < self.max_operands and rng.random() >= p_more:
             n += 1
+        return n
+
+    @staticmethod
+    def _chain(rng: random.Random, n: int) -> tuple[list[int], list[str]]:
+        """Operands and operators of a uniformly drawn chain of `n` operands."""
         operands = [rng.randint(1, 9) for _ in range(n)]
         ops = [rng.choice("+-") for _ in range(n - 1)]
         return operands, ops
+
+    def _draw(self, rng: random.Random, p_more: float) -> tuple[list[int], list[str]]:
+        """Operands and operators of one problem whose operand count continues with 1 - `p_more`."""
+        return self._chain(rng, self._length(rng, p_more))
 
     def _problem(self, key: str, operands: list[int], ops: list[str]) -> Problem:
         """Build the Problem record (operands and operators kept in `meta`)."""
@@ -132,14 +165,25 @@ class ArithTask(Task):
         operands, ops = self._draw(rng, p_more)
         return self._problem(f"arith-{format_expression(operands, ops)}", operands, ops)
 
-    def sample_problem(self, rng: random.Random) -> Problem:
-        """A training problem, from the task's operand mix (`p_more`)."""
-        return self._keyed_problem(rng, self.p_more)
+    def _draw_in(self, bucket: Split, rng: random.Random) -> tuple[list[int], list[str]]:
+        """A chain of `bucket`: its length from the task's mix, then uniformly among the bucket's
+        chains of that length (so every split keeps the task's mix of lengths exactly)."""
+        n = self._length(rng, self.p_more)
+        return SPLIT.draw_in(bucket, lambda: self._chain(rng, n), lambda d: format_expression(*d))
 
-    def eval_problems(self, n: int, seed: int = 0) -> list[Problem]:
-        """`n` held-out problems from the seed stream "arith-eval-<seed>" (deterministic)."""
-        rng = random.Random(f"arith-eval-{seed}")
-        return [self._problem(f"arith-eval{seed}-{i:06d}", *self._draw(rng, self.p_more)) for i in range(n)]
+    def sample_problem(self, rng: random.Random) -> Problem:
+        """A training problem, from the task's operand mix (`p_more`), in the train bucket."""
+        operands, ops = self._draw_in(Split.TRAIN, rng)
+        return self._problem(f"arith-{format_expression(operands, ops)}", operands, ops)
+
+    def eval_problems(self, n: int, seed: int = 0, split: str = Split.TEST) -> list[Problem]:
+        """`n` held-out problems of the `split` bucket from the stream "arith-<split>-<seed>"
+        (deterministic; repeats kept, see the class docstring); keys `arith-eval<seed>-NNNNNN`
+        (test) and `arith-val<seed>-NNNNNN` (validation)."""
+        bucket = held_out_split(split)
+        rng = random.Random(f"arith-{bucket}-{seed}")
+        tag = "eval" if bucket is Split.TEST else "val"
+        return [self._problem(f"arith-{tag}{seed}-{i:06d}", *self._draw_in(bucket, rng)) for i in range(n)]
 
     def make_env(self, problem: Problem) -> Env:
         """A single-turn episode graded by `grade_integer`."""

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from envs.splits import Split
+
 
 @dataclass
 class GradeResult:
@@ -157,12 +159,16 @@ class Task(ABC):
 
     @abstractmethod
     def sample_problem(self, rng: random.Random) -> Problem:
-        """Draw one problem from the training distribution using `rng` only."""
+        """Draw one problem from the training distribution using `rng` only; never a problem
+        `eval_problems` can return (tasks with generated problems partition their space by
+        content, `envs.splits`)."""
 
     @abstractmethod
-    def eval_problems(self, n: int, seed: int = 0) -> list[Problem]:
-        """A fixed held-out set: deterministic for (n, seed), drawn from a seed stream
-        separate from training draws."""
+    def eval_problems(self, n: int, seed: int = 0, split: str = Split.TEST) -> list[Problem]:
+        """A fixed held-out set of the `split` bucket (`Split.TEST`, or `Split.VALIDATION` for
+        tuning): deterministic for (n, seed, split), never drawn by `sample_problem`, and the
+        validation and test sets share no problem. Tasks that hold out only a test set raise
+        ValueError for the validation split."""
 
     @abstractmethod
     def make_env(self, problem: Problem) -> Env:

@@ -48,6 +48,7 @@ from typing import ClassVar
 from envs.arith import ArithTask
 from envs.base import Env, Message, Problem, SingleTurnEnv, StepResult, Task
 from envs.math.graders import GradeResult, grade_integer
+from envs.splits import Split
 
 
 @dataclass(frozen=True)
@@ -167,9 +168,10 @@ class DriftingTask(Task):
         problem = self.base.sample_problem(rng)
         return _tagged(problem, self.phase_of(draw), draw)
 
-    def eval_problems(self, n: int, seed: int = 0) -> list[Problem]:
-        """The base task's held-out problems, all in phase `eval_phase` (class docstring)."""
-        return [_tagged(p, self.eval_phase) for p in self.base.eval_problems(n, seed)]
+    def eval_problems(self, n: int, seed: int = 0, split: str = Split.TEST) -> list[Problem]:
+        """The base task's held-out problems, all in phase `eval_phase` (class docstring); the
+        base task's splits keep them out of `sample_problem`'s draws."""
+        return [_tagged(p, self.eval_phase) for p in self.base.eval_problems(n, seed, split)]
 
     def make_env(self, problem: Problem) -> Env:
         """The base env, re-graded by the rule of the problem's phase."""

@@ -252,7 +252,7 @@ def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list
                 "version": s.get("version"),
                 "data_hash": s.get("provenance", {}).get("data_hash"),
                 "sampling": json.dumps(s.get("provenance", {}).get("sampling", {}), sort_keys=True),
-                "eval_seed": s.get("seed"),
+                "eval_seed": s.get("provenance", {}).get("seed"),  # `summarize` keeps it there
                 "model": s.get("provenance", {}).get("model"),
             }
         )

@@ -18,6 +18,7 @@ COMMANDS = (
     "eval",
     "perf",
     "plan",
+    "power",
 )
 """The subcommands, in the order `bench --help` lists them (module `bench.commands.<name>`)."""
 

@@ -33,7 +33,6 @@ first n held-out rows in an order shuffled by `seed` (all of them when n exceeds
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 from pathlib import Path
@@ -43,6 +42,7 @@ from envs.base import Env, Grader, Message, Problem, SingleTurnEnv, Task
 from envs.data_files import read_rows
 from envs.math.graders import grade_gsm8k, grade_integer, grade_symbolic, gsm8k_reference
 from envs.math.python_tool import DEFAULT_CPU_SECONDS, DEFAULT_OBSERVATION_CHARS, MathToolEnv, python_limits
+from envs.splits import Split, hash_position, held_out_split
 from envs.tools import TOOL_STOP
 
 GRADERS: dict[str, Grader] = {"integer": grade_integer, "gsm8k": grade_gsm8k, "symbolic": grade_symbolic}
@@ -140,8 +140,7 @@ def load_problems(path: Path, grader: str = "auto") -> tuple[list[Problem], str]
 def split_position(problem_text: str) -> float:
     """Where a problem falls in [0, 1) for the train/eval split (salted sha256 of its text)."""
     canonical = re.sub(r"\s+", " ", problem_text).strip()
-    digest = hashlib.sha256(f"{_SPLIT_SALT}\0{canonical}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
+    return hash_position(_SPLIT_SALT, canonical)
 
 
 def split_train_eval(problems: list[Problem], eval_fraction: float) -> tuple[list[Problem], list[Problem]]:
@@ -234,8 +233,11 @@ class MathTask(Task):
         """A training row, uniformly at random (with replacement), using `rng` only."""
         return rng.choice(self.train)
 
-    def eval_problems(self, n: int, seed: int = 0) -> list[Problem]:
-        """The first `n` held-out rows in an order shuffled by `seed` (all of them if n is larger)."""
+    def eval_problems(self, n: int, seed: int = 0, split: str = Split.TEST) -> list[Problem]:
+        """The first `n` held-out rows in an order shuffled by `seed` (all of them if n is larger);
+        a file holds out a test split only (ValueError for the validation split)."""
+        if held_out_split(split) is not Split.TEST:
+            raise ValueError("task 'math' holds out a test split only (eval_fraction), no validation split")
         order = list(self.held_out)
         random.Random(f"math-eval-{seed}").shuffle(order)
         return order[:n]

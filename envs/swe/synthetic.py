@@ -23,18 +23,21 @@ mutation of the buggy line that still fails the tests), submitted all the same.
 Bugs of a named stream (`generated_id("train", i)`, `generated_id("eval0", i)`) are rebuilt
 from their id alone (`bug_for_id`): the `swe-synth` dataset of `--task swe` trains on fresh
 ones drawn from the "train" stream and evaluates on the "eval<seed>" streams, with tests run
-by the local runtime in the sandbox, like swe-mini's.
+by the local runtime in the sandbox, like swe-mini's. Each stream keeps only the bugs of its
+bucket of `SPLIT` (by content), so no held-out bug is ever trained on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import random
 import re
 from dataclasses import dataclass
 
 from envs.base import Message
+from envs.splits import ContentSplit
 from envs.swe.code_families import FAMILIES, Family
 from envs.swe.instance import SWEInstance
 from envs.swe.mutations import mutations, mutations_by_kind
@@ -142,6 +145,16 @@ def make_bug(rng: random.Random, instance_id: str) -> SyntheticBug:
         bug = _try_bug(rng, instance_id)
         if bug is not None:
             return bug
+
+
+SPLIT = ContentSplit(salt="swe-synth-split-v1", test=0.2, validation=0.1)
+"""swe-synth's partition of the bug space by content (`bug_content`, `envs.splits`): the
+training stream keeps train-bucket bugs only, the held-out streams their own bucket's."""
+
+
+def bug_content(bug: SyntheticBug) -> str:
+    """What makes a bug itself: the issue and the buggy repository's files (ids are only labels)."""
+    return bug.instance.problem_statement + "\0" + json.dumps(bug.files, sort_keys=True)
 
 
 def generated_id(stream: str, index: int) -> str:

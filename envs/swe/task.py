@@ -21,12 +21,14 @@ The runtime is checked for every instance at construction, so a missing Docker d
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from pathlib import Path
 from typing import Any
 
 from envs.base import Env, Message, Problem, Task
+from envs.splits import Split, held_out_split
 from envs.swe import synthetic
 from envs.swe.instance import InstanceError, SWEInstance
 from envs.swe.runtime import Runtime, RuntimeUnavailable
@@ -90,6 +92,14 @@ class SweTask(Task):
     Warm-start recipe (`demonstrations`): scripted episodes on SYNTHETIC one-line bugs
     (`envs.swe.synthetic`), never on the swe-mini instances used for RL and evaluation;
     a `wrong_fix_rate` share (default 0.2) of them submit a plausible wrong fix.
+
+    Splits: swe-synth partitions its bugs by content (`synthetic.SPLIT`): training draws only
+    train-bucket bugs, the `swe-synth` benchmark's come from the test bucket. swe-mini (33
+    instances) and swe-verified are fixed evaluation sets, too small (or, for SWE-bench, not
+    meant) to split: `eval_problems` returns their instances and `sample_problem` draws from the
+    same ones, so a run trained on them is evaluated on its training instances. No reference
+    comparison trains on them (the tiny model resolves no swe-mini instance; it trains on
+    swe-synth, whose generator never uses a swe-mini function name).
     """
 
     name = "swe"
@@ -191,18 +201,32 @@ class SweTask(Task):
         )
 
     def sample_problem(self, rng: random.Random) -> Problem:
-        """A uniformly drawn instance; for swe-synth a fresh bug of the "train" stream."""
+        """A uniformly drawn instance; for swe-synth a fresh bug of the "train" stream whose
+        content is in the train bucket of `synthetic.SPLIT`."""
         if self.dataset == "swe-synth":
-            index = rng.randrange(SYNTH_TRAIN_STREAM_SIZE)
-            return self._problem(synthetic.bug_for_id(synthetic.generated_id("train", index)).instance)
+            bug = synthetic.SPLIT.draw_in(
+                Split.TRAIN,
+                lambda: synthetic.bug_for_id(
+                    synthetic.generated_id("train", rng.randrange(SYNTH_TRAIN_STREAM_SIZE))
+                ),
+                synthetic.bug_content,
+            )
+            return self._problem(bug.instance)
         return self._problem(self.instances[rng.randrange(len(self.instances))])
 
-    def eval_problems(self, n: int, seed: int = 0) -> list[Problem]:
+    def eval_problems(self, n: int, seed: int = 0, split: str = Split.TEST) -> list[Problem]:
         """The first `n` instances (all when n exceeds them) of a permutation seeded by
-        "swe-eval-<seed>"; for swe-synth the first `n` bugs of the "eval<seed>" stream."""
+        "swe-eval-<seed>" (the fixed datasets hold out a test split only: they are evaluation
+        sets, see the class docstring); for swe-synth the first `n` bugs of the "eval<seed>"
+        (test) or "val<seed>" (validation) stream whose content is in that split's bucket."""
+        bucket = held_out_split(split)
         if self.dataset == "swe-synth":
-            ids = (synthetic.generated_id(f"eval{seed}", i) for i in range(n))
-            return [self._problem(synthetic.bug_for_id(iid).instance) for iid in ids]
+            stream = f"{'eval' if bucket is Split.TEST else 'val'}{seed}"
+            bugs = (synthetic.bug_for_id(synthetic.generated_id(stream, i)) for i in itertools.count())
+            kept = (bug for bug in bugs if synthetic.SPLIT.of(synthetic.bug_content(bug)) is bucket)
+            return [self._problem(bug.instance) for bug in itertools.islice(kept, n)]
+        if bucket is not Split.TEST:
+            raise ValueError(f"dataset {self.dataset!r} holds out a test split only, no validation split")
         order = list(self.instances)
         random.Random(f"swe-eval-{seed}").shuffle(order)
         return [self._problem(inst) for inst in order[:n]]

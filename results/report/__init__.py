@@ -3,7 +3,8 @@ and evaluation records only.
 
     write_report([comparison_dir], out_dir)  ->  out_dir/{tables/, figures/, index.html}
 
-Tables (`results.report.tables`) in Markdown, CSV and LaTeX; figures
+Tables (`results.report.tables`) in Markdown, CSV and LaTeX, beside `score_matrix.csv`, every
+(arm, seed, problem) count they are computed from (`results.report.score_matrix`); figures
 (`results.report.figures`) in PNG and SVG; one self-contained index.html
 (`results.report.html`) with the tables, every figure, the budget, the provenance and the
 commands that reproduce it.
@@ -20,9 +21,17 @@ import pandas as pd
 
 from results.comparison import Comparison, load
 from results.report import tables as T
+from results.report.claims import claim_pairs
+from results.report.differences import differences
 from results.report.drift import DRIFT_SCORE, drift_matrices, drift_phase_table, drift_segments
 from results.report.render import write_table
-from results.report.verdicts import claim_pairs
+from results.report.score_matrix import (
+    SCORE_MATRIX_FILE,
+    cell_counts,
+    matrices_from_counts,
+    read_score_matrix,
+    write_score_matrix,
+)
 from results.tables import format_table
 
 FORMATS = ("md", "csv", "tex", "html")
@@ -70,14 +79,17 @@ def write_report(
         sections.update(more)
         sweep_figures += figs
     scores = diffs = pd.DataFrame()
+    files: list[Path] = []
     if arms:
         baseline = baseline or ("grpo" if "grpo" in arms else arms[0])
         drift = drift_segments(comparison)  # the phase table's and the drift scores' one source
-        matrices = {**T.score_matrices(comparison), **drift_matrices(drift)}
-        scores = T.final_scores(comparison, matrices, n_boot)
-        diffs = T.differences(comparison, matrices, baseline, n_boot, pairs=claim_pairs())
+        counts, recovery = cell_counts(comparison), drift_matrices(drift)
+        files.append(write_score_matrix(out / SCORE_MATRIX_FILE, counts, arms, recovery))
+        matrices, ks = matrices_from_counts(counts)
+        matrices.update(recovery)
+        scores = T.final_scores(matrices, ks, arms, n_boot)
+        diffs = differences(matrices, ks, arms, comparison.benchmarks, baseline, n_boot, pairs=claim_pairs())
         sections.update(_sections(comparison, scores, diffs, baseline, n_boot, drift_phase_table(drift)))
-    files: list[Path] = []
     for name, (heading, caption, df) in sections.items():
         files += write_table(
             df, out / "tables", name, f"{heading}: {caption}", [f for f in formats if f != "html"]
@@ -105,6 +117,18 @@ def write_report(
     return ReportPaths(comparison, _budget_line(comparison) + "\n" + text, index, files)
 
 
+def tables_from_score_matrix(
+    report: Path, baseline: str, n_boot: int = 10000, benchmarks: list[str] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(scores, differences) recomputed from a report's `score_matrix.csv` alone, as
+    `write_report` computed them (the same bootstrap seeds): the committed evidence checks the
+    committed tables."""
+    matrices, ks, arms = read_score_matrix(report / SCORE_MATRIX_FILE)
+    benches = benchmarks if benchmarks is not None else list(dict.fromkeys(b for _, b in matrices))
+    scores = T.final_scores(matrices, ks, arms, n_boot)
+    return scores, differences(matrices, ks, arms, benches, baseline, n_boot, pairs=claim_pairs())
+
+
 def _sections(comparison, scores, diffs, baseline, n_boot, drift) -> dict[str, tuple[str, str, pd.DataFrame]]:
     """name -> (heading, caption, table) of every table of the report, in reading order."""
     sections = {
@@ -117,9 +141,12 @@ def _sections(comparison, scores, diffs, baseline, n_boot, drift) -> dict[str, t
         "differences": (
             f"Differences vs {baseline}",
             f"Each arm minus {baseline} (points of %), then the pairs "
-            "the paper's claims compare (their other arm in the baseline column), paired by seed and "
-            "problem, 95% CI and p-value; verdict at 95%; poi = probability of improvement across "
-            "seeds",
+            "the paper's claims compare (their other arm in the baseline column); problems paired, "
+            "each arm's seeds independent: the two-level bootstrap's 95% CI and p-value (floor "
+            "1/(n_boot+1)) and Welch's t over per-seed means (welch_*); verdict: better or worse only "
+            "where both 95% intervals exclude 0; seed_noise_p: seeds differing beyond evaluation "
+            "noise (arm, baseline); mde: the difference detectable with 80% power at 0.05; poi = "
+            "probability of improvement across seeds",
             diffs,
         ),
         "aggregate": (

@@ -10,7 +10,20 @@ from pathlib import Path
 
 import pandas as pd
 
-PERCENT_COLUMNS = ("mean", "ci_low", "ci_high", "diff", "avg_at_k", "iqm", "poi", "poi_low", "poi_high")
+PERCENT_COLUMNS = (
+    "mean",
+    "ci_low",
+    "ci_high",
+    "diff",
+    "avg_at_k",
+    "iqm",
+    "poi",
+    "poi_low",
+    "poi_high",
+    "welch_low",
+    "welch_high",
+    "mde",
+)
 """Columns holding fractions in [0, 1] (or differences of them): shown x100 for reading."""
 
 
@@ -21,7 +34,7 @@ def cell(value, column: str) -> str:
     if isinstance(value, float):
         if column in PERCENT_COLUMNS:
             return f"{100 * value:.1f}"
-        if column == "p_value":
+        if column == "p_value" or column.endswith("_p") or column.startswith("seed_noise_p"):
             return "<0.001" if value < 0.001 else f"{value:.3f}"
         return f"{value:.4g}"
     return str(value)

@@ -3,14 +3,15 @@
 - scores: per arm and benchmark, the mean avg@k over seeds with a 95% CI from a two-level
   bootstrap over training seeds and problems (`benchmarks.run_stats`), n problems x k samples;
 - per-seed scores, every run kept (failed and stopped ones included, marked);
-- paired differences against a baseline arm, paired by (seed, problem): difference, 95% CI,
-  p-value and a verdict (better / worse / not distinguishable at 95%), with the probability
-  of improvement across seeds;
+- differences against a baseline arm (`results.report.differences`): problems paired, seeds
+  independent; the bootstrap's and a seed-level (Welch) 95% interval, p-values and a verdict
+  that needs both, with the probability of improvement across seeds;
 - aggregate: interquartile mean across seeds and benchmarks (rliable), with its CI;
 - budget and consumption per arm; every run's outcome;
 - the paper's table layouts with this harness's numbers beside the paper's.
 
-A score cell is one (seed, problem): the fraction of that problem's k samples that are correct.
+A score cell is one (seed, problem): the fraction of that problem's k samples that are correct
+(`results.report.score_matrix` keeps the counts, written beside the tables).
 """
 
 from __future__ import annotations
@@ -18,32 +19,20 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from benchmarks.run_stats import (
-    iqm_ci,
-    paired_difference,
-    probability_of_improvement_ci,
-    stratified_bootstrap_ci,
-)
+from benchmarks.run_stats import format_p, iqm_ci, stratified_bootstrap_ci
 from results.comparison import Comparison
 from results.report.paper import BENCHMARK_COLUMNS, PAPER_SCALE, TABLES
+from results.report.score_matrix import cell_counts, matrices_from_counts
 
 
 def score_matrices(comparison: Comparison) -> dict[tuple[str, str], pd.DataFrame]:
     """(arm, benchmark) -> a seeds x problems frame of per-problem scores (fraction correct)."""
-    records = comparison.records
-    if records.empty:
-        return {}
-    cells = records.groupby(["arm", "benchmark", "seed", "problem_id"], sort=True)["correct"].mean()
-    return {
-        (arm, bench): group.droplevel(["arm", "benchmark"]).unstack("problem_id")
-        for (arm, bench), group in cells.groupby(level=["arm", "benchmark"])
-    }
+    return matrices_from_counts(cell_counts(comparison))[0]
 
 
-def final_scores(comparison: Comparison, matrices: dict, n_boot: int = 10000) -> pd.DataFrame:
-    """Mean and 95% CI of every arm on every benchmark (columns: arm, benchmark, mean,
-    ci_low, ci_high, n_seeds, n_problems, k)."""
-    k = comparison.summaries.groupby(["arm", "benchmark"])["k"].max() if len(comparison.summaries) else {}
+def final_scores(matrices: dict, ks: dict, arms: list[str], n_boot: int = 10000) -> pd.DataFrame:
+    """Mean and 95% CI of every arm on every benchmark (columns: arm, benchmark, mean, ci_low,
+    ci_high, n_seeds, n_problems, k); `ks`: samples per problem of each (arm, benchmark)."""
     rows = []
     for (arm, bench), m in matrices.items():
         m = m.dropna(axis=1)  # a problem missing from one seed's evaluation cannot be paired
@@ -57,10 +46,10 @@ def final_scores(comparison: Comparison, matrices: dict, n_boot: int = 10000) ->
                 "ci_high": ci["ci_high"],
                 "n_seeds": ci["n_seeds"],
                 "n_problems": ci["n_problems"],
-                "k": int(k[(arm, bench)]) if (arm, bench) in k else None,
+                "k": ks.get((arm, bench)),
             }
         )
-    return _in_arm_order(pd.DataFrame(rows), comparison)
+    return _in_arm_order(pd.DataFrame(rows), arms)
 
 
 def per_seed_scores(comparison: Comparison) -> pd.DataFrame:
@@ -71,49 +60,7 @@ def per_seed_scores(comparison: Comparison) -> pd.DataFrame:
         return runs.assign(benchmark=None, avg_at_k=None)
     scores = comparison.summaries[["run", "benchmark", "avg_at_k"]]
     table = runs.merge(scores, on="run", how="left")[["arm", "seed", "benchmark", "avg_at_k", "state"]]
-    return _in_arm_order(table, comparison)
-
-
-def differences(
-    comparison: Comparison, matrices: dict, baseline: str, n_boot: int = 10000, pairs=()
-) -> pd.DataFrame:
-    """Each arm minus `baseline` on every benchmark, paired by seed and problem; then each
-    (arm, other) of `pairs` whose arms are both here (the paper's claims), other as baseline."""
-    wanted = [(arm, baseline) for arm in comparison.arms if arm != baseline]
-    wanted += sorted(
-        p for p in pairs if p[1] != baseline and p[0] in comparison.arms and p[1] in comparison.arms
-    )
-    benches = list(dict.fromkeys([*comparison.benchmarks, *(bench for _, bench in matrices)]))
-    rows = []
-    for (arm, other), bench in ((p, bench) for p in wanted for bench in benches):
-        a, b = matrices.get((arm, bench)), matrices.get((other, bench))
-        if a is None or b is None:
-            continue
-        seeds = sorted(set(a.index) & set(b.index))
-        problems = sorted(set(a.dropna(axis=1).columns) & set(b.dropna(axis=1).columns))
-        if not seeds or not problems:
-            continue
-        x, y = a.loc[seeds, problems].to_numpy(), b.loc[seeds, problems].to_numpy()
-        d = paired_difference(x, y, n_boot=n_boot)
-        poi = probability_of_improvement_ci(x.mean(axis=1), y.mean(axis=1), n_boot=n_boot, paired=True)
-        rows.append(
-            {
-                "arm": arm,
-                "baseline": other,
-                "benchmark": bench,
-                "diff": d["diff"],
-                "ci_low": d["ci_low"],
-                "ci_high": d["ci_high"],
-                "p_value": d["p_value"],
-                "verdict": d["verdict"],
-                "n_seeds": len(seeds),
-                "n_problems": len(problems),
-                "poi": poi["poi"],
-                "poi_low": poi["ci_low"],
-                "poi_high": poi["ci_high"],
-            }
-        )
-    return _in_arm_order(pd.DataFrame(rows), comparison)
+    return _in_arm_order(table, comparison.arms)
 
 
 def aggregate(comparison: Comparison, n_boot: int = 10000) -> pd.DataFrame:
@@ -136,7 +83,7 @@ def aggregate(comparison: Comparison, n_boot: int = 10000) -> pd.DataFrame:
                 "n_benchmarks": table.shape[1],
             }
         )
-    return _in_arm_order(pd.DataFrame(rows), comparison)
+    return _in_arm_order(pd.DataFrame(rows), comparison.arms)
 
 
 def budget_table(comparison: Comparison) -> pd.DataFrame:
@@ -273,15 +220,15 @@ def headline(scores: pd.DataFrame, diffs: pd.DataFrame) -> pd.DataFrame:
             row["vs " + d["baseline"]] = (
                 f"{100 * d['diff']:+.1f} [{100 * d['ci_low']:+.1f}, {100 * d['ci_high']:+.1f}]"
             )
-            row["p"] = "<0.001" if d["p_value"] < 0.001 else f"{d['p_value']:.3f}"
+            row["p"] = format_p(d["p_value"], d.get("n_boot"))
             row["verdict"] = d["verdict"]
         rows.append(row)
     return pd.DataFrame(rows).fillna("")
 
 
-def _in_arm_order(df: pd.DataFrame, comparison: Comparison) -> pd.DataFrame:
+def _in_arm_order(df: pd.DataFrame, arms: list[str]) -> pd.DataFrame:
     """Rows sorted by the comparison's arm order (stable within an arm)."""
     if df.empty:
         return df
-    order = {arm: i for i, arm in enumerate(comparison.arms)}
+    order = {arm: i for i, arm in enumerate(arms)}
     return df.sort_values("arm", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)

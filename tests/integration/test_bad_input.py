@@ -179,6 +179,18 @@ REPORT = [
     ),
 ]
 
+V = ["--seed-sd", "2", "--seed-problem-sd", "10", "--sample-sd", "45", "--problem-sd", "8"]
+POWER = [
+    (["{empty}", "--diff", "0"], "--diff 0: give the difference to detect as a positive number of points"),
+    (["--diff", "3"], "give a PILOT directory, or every variance: missing --seed-sd, --seed-problem-sd"),
+    (["--diff", "3", *V], "without a PILOT, say the design to plan for: --problems N[,N] --samples K[,K]"),
+    (["--diff", "3", *V, "--problems", "x", "--samples", "2"], "--problems 'x': give positive whole numbers"),
+    (["{empty}", "--diff", "3", "--seed-sd", "2"], "give a PILOT or the variances (--seed-sd ...), not both"),
+    (["{file}", "--diff", "3"], "no such directory (a comparison or report directory)"),
+    (["{empty}", "--diff", "3"], "not a pilot: no comparison.json (a comparison), score_matrix.csv"),
+    (["{empty}", "--diff", "3", "--power", "1"], "--power and --alpha must lie strictly between 0 and 1"),
+]
+
 PRETRAIN = [
     (["--task", "arit"], "did you mean 'arith'?"),
     (["--task", "math"], "task 'math' needs --set task.data=PATH"),
@@ -204,6 +216,7 @@ CASES = [
         ("compare", COMPARE),
         ("sweep", SWEEP),
         ("report", REPORT),
+        ("power", POWER),
         ("pretrain", PRETRAIN),
         ("plan", PLAN),
     )

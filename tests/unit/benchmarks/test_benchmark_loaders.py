@@ -30,6 +30,7 @@ from benchmarks.swe_verified import (
 )
 from envs.arith import ArithTask, worked_solution
 from envs.math.graders import grade_gsm8k, grade_integer, grade_symbolic
+from envs.splits import Split
 
 IMO_CSV = "imobench/answerbench_v2.csv"  # in the shared benchmark data (`shared_data` fixture)
 GSM8K_JSONL = "gsm8k/test.jsonl"
@@ -227,8 +228,11 @@ def test_benchmarks_package_imports_only_envs():
 def test_arith_is_the_task_eval_set():
     spec = bench_registry.get("arith")
     problems = spec.load()
-    expected = ArithTask().eval_problems(200, seed=0)
-    assert len(problems) == 200 and problems == expected  # prompt as is, same keys and meta
+    expected = ArithTask().eval_problems(1000, seed=0)
+    assert len(problems) == 1000 and problems == expected  # prompt as is, same keys and meta
+    validation = bench_registry.get("arith-val").load()
+    assert validation == ArithTask().eval_problems(200, split=Split.VALIDATION)
+    assert spec.split is Split.TEST and bench_registry.get("arith-val").split is Split.VALIDATION
     p = problems[0]
     assert spec.grader is grade_integer
     assert spec.grader(worked_solution(p.meta["operands"], p.meta["ops"]), p.answer).correct

@@ -9,8 +9,10 @@ import pytest
 
 from benchmarks import run_stats
 from benchmarks.run_stats import (
+    format_p,
     iqm,
     iqm_ci,
+    p_floor,
     paired_difference,
     probability_of_improvement,
     probability_of_improvement_ci,
@@ -195,31 +197,57 @@ def test_stratified_bootstrap_ci_coverage():
 
 
 def test_paired_difference_identical_arms_and_constant_shift():
+    # Seeds that agree: the seed resamples change nothing, so the interval is the problem-paired
+    # bootstrap of the cell differences (zero width for a constant shift).
     rng = np.random.default_rng(7)
-    b_S_P = rng.integers(0, 5, size=(3, 100)) / 8  # multiples of 1/8: a + 1/4 is exact
+    b_S_P = np.repeat(rng.integers(0, 5, size=(1, 100)) / 8, 3, axis=0)  # multiples of 1/8: exact
     same = paired_difference(b_S_P, b_S_P, n_boot=500)
     assert same["diff"] == same["ci_low"] == same["ci_high"] == 0.0
     assert same["p_value"] == 1.0 and same["verdict"] == "not distinguishable"
     up = paired_difference(b_S_P + 0.25, b_S_P, n_boot=500)
-    assert up["diff"] == up["ci_low"] == up["ci_high"] == 0.25
+    assert up["diff"] == pytest.approx(0.25) and (up["ci_low"], up["ci_high"]) == pytest.approx((0.25, 0.25))
     assert up["verdict"] == "better" and up["p_value"] == 1 / 501
     assert up["mean_a"] == pytest.approx(b_S_P.mean() + 0.25) and up["mean_b"] == pytest.approx(b_S_P.mean())
     down = paired_difference(b_S_P, b_S_P + 0.25, n_boot=500)
-    assert down["diff"] == -0.25 and down["verdict"] == "worse"
-    with pytest.raises(ValueError, match="same"):
-        paired_difference(b_S_P, b_S_P[:2])
+    assert down["diff"] == pytest.approx(-0.25) and down["verdict"] == "worse"
+    # Seeds are not paired across arms: seed counts may differ, problems may not.
+    assert paired_difference(b_S_P, b_S_P[:2], n_boot=200)["n_seeds_b"] == 2
+    with pytest.raises(ValueError, match="same problems"):
+        paired_difference(b_S_P, b_S_P[:, :50])
 
 
-def test_paired_difference_resamples_both_arms_jointly():
+def reference_arm_boots(arms: list[np.ndarray], n_boot: int, seed: int) -> np.ndarray:
+    """One replicate at a time (one chunk): shared problem draws, each arm's own seed draws."""
+    n_problems = arms[0].shape[1]
+    problems = np.random.default_rng(seed).integers(0, n_problems, size=(n_boot, n_problems))
+    out = np.empty((n_boot, len(arms)))
+    for i, x_S_P in enumerate(arms):
+        rng = np.random.default_rng([seed, run_stats._SEED_STREAM] + ([i] if i else []))
+        seeds = rng.integers(0, x_S_P.shape[0], size=(n_boot, x_S_P.shape[0]))
+        for r in range(n_boot):
+            out[r, i] = np.mean([x_S_P[s, p] for s in seeds[r] for p in problems[r]])
+    return out
+
+
+def test_paired_difference_shares_problem_draws_and_resamples_each_arm_s_seeds_alone():
     rng = np.random.default_rng(8)
-    a_S_P, b_S_P = rng.random((3, 50)), rng.random((3, 50))
-    out = paired_difference(a_S_P, b_S_P, n_boot=1000, seed=4)
-    boots = two_level_boot_means(a_S_P, 1000, 4) - two_level_boot_means(b_S_P, 1000, 4)
+    a_S_P, b_S_P = rng.random((3, 50)), rng.random((4, 50))
+    out = paired_difference(a_S_P, b_S_P, n_boot=300, seed=4)
+    ref = reference_arm_boots([a_S_P, b_S_P], 300, 4)
+    boots = ref[:, 0] - ref[:, 1]
     assert out["diff"] == pytest.approx(a_S_P.mean() - b_S_P.mean())
     assert out["ci_low"] == pytest.approx(np.quantile(boots, 0.025), abs=1e-12)
     assert out["ci_high"] == pytest.approx(np.quantile(boots, 0.975), abs=1e-12)
     extreme = np.sum(np.abs(boots - out["diff"]) >= abs(out["diff"]) - 1e-12)
-    assert out["p_value"] == pytest.approx((1 + extreme) / 1001)
+    assert out["p_value"] == pytest.approx((1 + extreme) / 301)
+    assert np.allclose(ref[:, 0], two_level_boot_means(a_S_P, 300, 4), rtol=0, atol=1e-12)  # arm 0 alone
+
+
+def test_the_p_value_floor_prints_as_an_inequality():
+    assert p_floor(10000) == 1 / 10001
+    assert format_p(1 / 10001, 10000) == "< 0.0001" and format_p(1 / 501, 500) == "< 0.002"
+    assert format_p(0.0094, 10000) == "0.0094" and format_p(0.16268, 10000) == "0.163"
+    assert format_p(1 / 10001) == "0.0001"  # without the bootstrap's size: a plain number
 
 
 def test_paired_difference_detects_a_real_gain_and_not_a_null_one():

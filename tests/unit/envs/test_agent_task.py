@@ -14,6 +14,7 @@ from bench.models.tokenizer import MODEL_MAX_LENGTH, build_tiny_tokenizer
 from envs import registry as task_registry
 from envs.agent import AgentEnv, AgentTask, parse_prompt, sample_latency, scripted_episode
 from envs.base import Problem
+from envs.splits import Split
 from envs.tools import TOOL_STOP
 
 
@@ -253,3 +254,20 @@ def test_registry_and_arguments():
     for bad in ({"tool_latency": -1}, {"tool_latency_dist": "x"}, {"max_vars": 1}, {"demo_skip_rate": 2}):
         with pytest.raises(ValueError):
             AgentTask(**bad)
+
+
+def _content(problem: Problem) -> tuple[str, tuple]:
+    return problem.prompt, tuple(sorted(problem.meta["values"].items()))
+
+
+def test_a_long_training_stream_never_draws_a_held_out_problem():
+    # 32,000 draws (before the split, 5 of the 200 test problems occurred in such a stream)
+    task = AgentTask()
+    rng = random.Random(0)
+    trained = {_content(task.sample_problem(rng)) for _ in range(32_000)}
+    test = {_content(p) for p in task.eval_problems(200)}
+    validation = {_content(p) for p in task.eval_problems(200, split=Split.VALIDATION)}
+    assert not trained & test and not trained & validation and not test & validation
+    assert len(test) > 190 and len(validation) > 190  # a rare repeat: 105,300 two-variable problems
+    assert task.eval_problems(3)[0].key == "agent-eval0-000000"
+    assert task.eval_problems(3, split=Split.VALIDATION)[0].key == "agent-val0-000000"

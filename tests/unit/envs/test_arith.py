@@ -8,10 +8,11 @@ from collections import Counter
 import pytest
 
 from envs import registry as task_registry
-from envs.arith import ArithTask, evaluate, worked_solution
+from envs.arith import SPLIT, ArithTask, evaluate, worked_solution
 from envs.base import Problem, SingleTurnEnv, StepResult
 from envs.math.graders import grade_integer
 from envs.registry import TASKS, UnknownTaskError
+from envs.splits import Split
 
 
 def run_episode(task, problem, action):
@@ -177,3 +178,30 @@ def test_registry():
     assert str(err.value) == f"unknown task 'zzz'; available: {', '.join(sorted(TASKS))}"
     with pytest.raises(UnknownTaskError, match=r"^task 'arith': .*unexpected keyword argument 'bogus'"):
         task_registry.make("arith", bogus=1)
+
+
+def test_a_long_training_stream_never_draws_a_held_out_chain():
+    # 32,000 draws: a 500-step run of 64 trajectories (before the split, 101 of 200 test chains
+    # and 117 of 200 validation chains occurred in such a stream)
+    task = ArithTask()
+    rng = random.Random(0)
+    trained = {task.sample_problem(rng).prompt for _ in range(32_000)}
+    test = {p.prompt for p in task.eval_problems(1000)}
+    validation = {p.prompt for p in task.eval_problems(200, split=Split.VALIDATION)}
+    assert not trained & test and not trained & validation and not test & validation
+    assert len(trained) > 5000 and len(test) > 500 and len(validation) > 100
+    assert {SPLIT.of(p.removesuffix("=?\n")) for p in trained} == {Split.TRAIN}
+
+
+def test_held_out_sets_keep_the_task_s_mix_of_lengths():
+    # lengths come from the task's mix (P(2 operands) = 0.35), whatever a bucket's share of a
+    # length: rejecting whole draws would give 39% (39 of the 162 two-operand chains are test
+    # chains), deduplicating about 6% (SE of the share below: 0.003)
+    task = ArithTask()
+    for split in (Split.TEST, Split.VALIDATION):
+        counts = Counter(p.meta["n_operands"] for p in task.eval_problems(20_000, split=split))
+        assert abs(counts[2] / 20_000 - 0.35) < 0.01 and abs(counts[3] / 20_000 - 0.35 * 0.65) < 0.01
+    trained = Counter(task.sample_problem(random.Random(i)).meta["n_operands"] for i in range(20_000))
+    assert abs(trained[2] / 20_000 - 0.35) < 0.01
+    with pytest.raises(ValueError, match="unknown held-out split 'train'; choose one of test, validation"):
+        ArithTask().eval_problems(5, split="train")

@@ -21,6 +21,7 @@ from envs.online import (
     label_phase,
     last_label,
 )
+from envs.splits import Split
 
 
 def episode(task, problem, actions):
@@ -196,3 +197,14 @@ def test_registry_and_arguments():
             DriftTask(**bad)
     with pytest.raises(ValueError):
         DriftingTask(ArithTask(), [], phase_every=1)
+
+
+def test_the_drift_task_never_trains_on_its_held_out_chains():
+    # 32,000 draws (the drift reference trains 15,360 trajectories); held out: arith's buckets
+    task = DriftTask()
+    rng = random.Random(0)
+    trained = {task.sample_problem(rng).prompt for _ in range(32_000)}
+    test = {p.prompt for p in task.eval_problems(1000)}
+    validation = {p.prompt for p in task.eval_problems(200, split=Split.VALIDATION)}
+    assert not trained & test and not trained & validation and not test & validation
+    assert [p.prompt for p in task.eval_problems(50)] == [p.prompt for p in ArithTask().eval_problems(50)]

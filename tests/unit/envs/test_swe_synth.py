@@ -10,6 +10,7 @@ import random
 import pytest
 
 from benchmarks import registry as bench_registry
+from envs.splits import Split
 from envs.swe import synthetic
 from envs.swe.local_runtime import LocalRuntime
 from envs.swe.task import SweTask
@@ -84,10 +85,15 @@ def test_task_trains_on_fresh_bugs_and_evaluates_on_a_separate_stream():
     assert len({p.key for p in train}) == 5
     assert all(p.key.startswith("synthetic-train-") for p in train)
     held_out = task.eval_problems(4, seed=0)
-    assert [p.key for p in held_out] == [synthetic.generated_id("eval0", i) for i in range(4)]
-    assert [p.key for p in task.eval_problems(2, seed=1)] == [
-        synthetic.generated_id("eval1", i) for i in range(2)
+    # the first bugs of the "eval0" stream whose content is in the test bucket, in stream order
+    in_test = [
+        synthetic.generated_id("eval0", i)
+        for i in range(60)
+        if synthetic.SPLIT.of(synthetic.bug_content(synthetic.bug_for_id(synthetic.generated_id("eval0", i))))
+        is Split.TEST
     ]
+    assert [p.key for p in held_out] == in_test[:4]
+    assert all(p.key.startswith("synthetic-eval1-") for p in task.eval_problems(2, seed=1))
     env = task.make_env(held_out[0])
     assert env.instance.instance_id == held_out[0].key
 
@@ -108,7 +114,8 @@ def test_benchmark_is_the_held_out_stream():
     spec = bench_registry.get("swe-synth")
     problems = spec.load()
     assert len(problems) == 100
-    assert problems[0].key == synthetic.generated_id("eval0", 0)
+    assert [p.key for p in problems] == [p.key for p in SweTask(dataset="swe-synth").eval_problems(100)]
+    assert problems[0].key.startswith("synthetic-eval0-")
     assert problems[0].prompt == synthetic.bug_for_id(problems[0].key).instance.problem_statement
 
 
@@ -149,3 +156,24 @@ def test_gold_patches_of_a_sample_resolve_and_empty_ones_do_not():
         gold, empty = next(grades), next(grades)
         assert gold.resolved and not gold.tamper, (bug.instance.instance_id, gold.tests, gold.log)
         assert not empty.resolved, bug.instance.instance_id
+
+
+def test_a_training_stream_never_draws_a_held_out_bug():
+    # 3,200 draws: the swe reference's budget (200 steps of 16 trajectories)
+    task = SweTask(dataset="swe-synth")
+    rng = random.Random(0)
+    trained = [synthetic.bug_for_id(task.sample_problem(rng).key) for _ in range(3200)]
+    assert {synthetic.SPLIT.of(synthetic.bug_content(b)) for b in trained} == {Split.TRAIN}
+    trained_content = {synthetic.bug_content(b) for b in trained}
+    test = {synthetic.bug_content(synthetic.bug_for_id(p.key)) for p in task.eval_problems(100)}
+    validation = {
+        synthetic.bug_content(synthetic.bug_for_id(p.key))
+        for p in task.eval_problems(50, split=Split.VALIDATION)
+    }
+    assert not trained_content & test and not trained_content & validation and not test & validation
+    assert len(test) == 100 and len(validation) == 50
+
+
+def test_the_fixed_swe_datasets_hold_out_no_validation_split():
+    with pytest.raises(ValueError, match="holds out a test split only"):
+        SweTask(dataset="swe-mini").eval_problems(3, split=Split.VALIDATION)

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from results.comparison import arm_slug
+
 CRITIC = {"sao": True, "grpo": False, "ppo": True}
 PER_STEP = 16
 
@@ -79,6 +81,30 @@ def _timeline(steps: int, seed: int, t0: float = 1.8e9) -> list[dict]:
     return lines
 
 
+def write_final_eval(run: Path, arm: str, seed: int, n_problems: int, k: int) -> None:
+    """evals/final/arith.{jsonl,summary.json} of one run: problem p is solved with probability
+    rising with p (harder first), sao a little more often, each (seed, sample) drawn."""
+    rng = np.random.default_rng(zlib.crc32(f"final-{arm}-{seed}".encode()))
+    p_P = np.linspace(0.1, 0.9, n_problems) + (0.08 if arm == "sao" else 0.0) + rng.normal(0, 0.03)
+    records = [
+        {"problem_id": f"arith-eval0-{i:06d}", "sample_index": j, "correct": bool(rng.random() < p_P[i])}
+        for i in range(n_problems)
+        for j in range(k)
+    ]
+    final = run / "evals" / "final"
+    final.mkdir(parents=True)
+    write_jsonl(final / "arith.jsonl", records)
+    summary = {
+        "benchmark": "arith",
+        "version": 2,
+        "k": k,
+        "n_problems": n_problems,
+        "avg_at_k": float(np.mean([r["correct"] for r in records])),
+        "provenance": {"data_hash": "h", "sampling": {"k": k}, "seed": 0},
+    }
+    (final / "arith.summary.json").write_text(json.dumps(summary))
+
+
 def write_comparison(
     out: Path,
     arms=("sao", "grpo", "ppo"),
@@ -86,8 +112,10 @@ def write_comparison(
     steps: int = 40,
     eval_every: int = 10,
     timeline: bool = True,
+    final_eval: tuple[int, int] | None = None,
 ) -> Path:
-    """A synthetic comparison directory (see the module docstring); returns `out`."""
+    """A synthetic comparison directory (see the module docstring); returns `out`. With
+    `final_eval=(n_problems, k)` each run also has its final evaluation on arith."""
     spec = {
         "task": "arith",
         "arms": [{"name": a, "algo": a} for a in arms],
@@ -99,14 +127,16 @@ def write_comparison(
     (out / "comparison.json").write_text(json.dumps(spec))
     for arm in arms:
         for seed in seeds:
-            run = out / "runs" / f"{arm}-s{seed}"
+            run = out / "runs" / f"{arm_slug(arm)}-s{seed}"
             run.mkdir(parents=True)
             (run / "config.json").write_text(json.dumps({"algo": arm, "seed": seed, "task": "arith"}))
             (run / "env.json").write_text(json.dumps({"git_commit": "0" * 40}))
             write_jsonl(run / "metrics.jsonl", _metrics(arm, seed, steps, eval_every))
             if timeline:
                 write_jsonl(run / "timeline.jsonl", _timeline(steps, seed))
-            (out / "status" / f"{arm}-s{seed}.json").write_text(json.dumps({"state": "finished"}))
+            if final_eval is not None:
+                write_final_eval(run, arm, seed, *final_eval)
+            (out / "status" / f"{arm_slug(arm)}-s{seed}.json").write_text(json.dumps({"state": "finished"}))
     return out
 
 

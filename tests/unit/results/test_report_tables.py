@@ -9,11 +9,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from benchmarks.seed_stats import welch_interval
 from results.comparison import load
 from results.report import ReportError, write_report
 from results.report import tables as T
+from results.report.differences import differences
 from results.report.drift import DRIFT_SCORE, drift_matrices, drift_phase_table, drift_segments
 from results.report.render import to_latex, to_markdown
+from results.report.score_matrix import cell_counts, matrices_from_counts
 
 # arm -> seed -> per-problem correct samples (k = 2) on problems p0..p3
 CORRECT = {
@@ -69,8 +72,7 @@ def _run(out: Path, arm: str, seed: int, correct, state: str = "finished") -> No
                 "k": 2,
                 "n_problems": 4,
                 "version": 1,
-                "seed": 0,
-                "provenance": {"data_hash": "d", "sampling": {"k": 2}},
+                "provenance": {"data_hash": "d", "sampling": {"k": 2}, "seed": 7},  # as `summarize` writes it
             }
         )
     )
@@ -100,7 +102,9 @@ def test_scores_are_means_over_seeds_and_problems(comparison_dir):
     comparison = load([comparison_dir])
     matrices = T.score_matrices(comparison)
     assert matrices[("sao", "arith")].to_numpy().tolist() == [[1, 0.5, 0, 1], [1, 1, 0.5, 0.5]]
-    scores = T.final_scores(comparison, matrices, n_boot=2000)
+    scores = T.final_scores(
+        matrices, {("sao", "arith"): 2, ("grpo", "arith"): 2}, comparison.arms, n_boot=2000
+    )
     by_arm = scores.set_index("arm")
     assert by_arm.loc["sao", "mean"] == pytest.approx(5.5 / 8)
     assert by_arm.loc["grpo", "mean"] == pytest.approx(3 / 8)
@@ -113,20 +117,33 @@ def test_scores_are_means_over_seeds_and_problems(comparison_dir):
     assert list(scores["arm"]) == ["sao", "grpo"]  # the spec's order; ppo has no evaluation
 
 
-def test_differences_are_paired_by_seed_and_problem(comparison_dir):
+def _differences(comparison, baseline, pairs=()):
+    matrices, ks = matrices_from_counts(cell_counts(comparison))
+    return differences(
+        matrices, ks, comparison.arms, comparison.benchmarks, baseline, n_boot=2000, pairs=pairs
+    )
+
+
+def test_differences_pair_problems_and_give_two_intervals(comparison_dir):
     comparison = load([comparison_dir])
-    diffs = T.differences(comparison, T.score_matrices(comparison), "grpo", n_boot=2000)
-    row = diffs.set_index("arm").loc["sao"]
+    row = _differences(comparison, "grpo").set_index("arm").loc["sao"]
     assert row["diff"] == pytest.approx(2.5 / 8) and row["n_seeds"] == 2 and row["n_problems"] == 4
+    assert row["n_seeds_baseline"] == 2 and row["n_boot"] == 2000
     assert row["verdict"] in ("better", "not distinguishable") and 0 < row["p_value"] <= 1
     assert row["poi"] == pytest.approx(1.0)  # each sao seed beats each grpo seed
+    # the seed-level interval: Welch over the seed means (sao 2.5/4 and 3/4; grpo 1.5/4 twice)
+    welch = welch_interval([0.625, 0.75], [0.375, 0.375])
+    assert (row["welch_low"], row["welch_high"], row["welch_p"]) == pytest.approx(
+        (welch["ci_low"], welch["ci_high"], welch["p_value"])
+    )
+    assert row["welch_low"] < 0 < row["welch_high"] and row["verdict"] == "not distinguishable"
+    assert row["mde"] > row["diff"]  # two seeds cannot show this difference reliably
 
 
 def test_the_claims_pairs_are_added_beside_the_baselines(comparison_dir):
     # with sao as the baseline, the claim "SAO > GRPO" (sao minus grpo) is still computed
     comparison = load([comparison_dir])
-    matrices = T.score_matrices(comparison)
-    diffs = T.differences(comparison, matrices, "sao", n_boot=2000, pairs={("sao", "grpo"), ("sao", "dapo")})
+    diffs = _differences(comparison, "sao", pairs={("sao", "grpo"), ("sao", "dapo")})
     assert [(r.arm, r.baseline) for r in diffs.itertuples()] == [
         ("sao", "grpo"),
         ("grpo", "sao"),
@@ -151,7 +168,8 @@ def test_failed_and_pending_runs_are_kept_in_the_tables(comparison_dir):
 
 def test_the_paper_layouts_put_its_numbers_beside_ours(comparison_dir):
     comparison = load([comparison_dir])
-    scores = T.final_scores(comparison, T.score_matrices(comparison), n_boot=500)
+    matrices, ks = matrices_from_counts(cell_counts(comparison))
+    scores = T.final_scores(matrices, ks, comparison.arms, n_boot=500)
     tables = dict(T.paper_tables(scores))
     table1 = tables["Table 1: math with a Python tool (Pass@1, %)"].set_index("row")
     assert table1.loc["SAO", "AIME2025 (paper, GLM/Qwen3 scale)"] == 97.3
@@ -177,6 +195,8 @@ def test_the_report_writes_every_table_in_every_format(comparison_dir, tmp_path)
         provenance["commits"] == ["abc123"]
         and provenance["commands"][0] == "bench compare --algos sao,grpo,ppo"
     )
+    assert provenance["benchmarks"][0]["eval_seeds"] == [7]  # read where the eval summary keeps it
+    assert "score_matrix.csv" in names
     with pytest.raises(ReportError, match="--baseline 'dapo' is not an arm here; arms: sao, grpo, ppo"):
         write_report([comparison_dir], tmp_path / "r2", baseline="dapo", formats=["md"])
 

@@ -1,5 +1,7 @@
-"""VERDICTS.md from reference comparisons' tables: verdicts by the difference's CI, missing
-comparisons as "not run yet", README's block kept identical to the generated table."""
+"""VERDICTS.md from reference comparisons' committed files: a direction only where both
+intervals agree, Holm over the primary claims with its p and levels checked by hand, the
+vocabulary of findings, the seed-spread flag, p-values at the bootstrap's floor, the compact
+README table, and exact intervals from a report's score matrix."""
 
 from __future__ import annotations
 
@@ -7,40 +9,60 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
+from scipy import stats as sps
 
+from benchmarks.multiplicity import holm
+from benchmarks.run_stats import paired_difference
+from results.report import write_report
+from results.report.claims import CLAIMS
 from results.report.verdicts import (
-    CLAIMS,
     README_END,
     README_START,
+    Finding,
+    assess,
+    compact_rows,
     verdict_rows,
     verdicts_markdown,
     write_verdicts,
 )
 
+from .synthetic_runs import write_comparison
+
 REPO = Path(__file__).resolve().parents[3]
 
 
-def _reference(root: Path, name: str, scores: dict, diffs: list[tuple]) -> None:
+def _reference(root: Path, name: str, seeds: dict, diffs: list[tuple], k: int = 2) -> None:
+    """A reference in the pre-issue-36 layout: scores, differences (bootstrap only), per-seed
+    scores (`seeds`: (arm, benchmark) -> per-seed means), provenance."""
     tables = root / name / "tables"
     tables.mkdir(parents=True)
     pd.DataFrame(
         [
-            {"arm": a, "benchmark": b, "mean": m, "ci_low": m - 0.05, "ci_high": m + 0.05, "n_seeds": 3}
-            for (a, b), m in scores.items()
+            {
+                "arm": a,
+                "benchmark": b,
+                "mean": sum(s) / len(s),
+                "ci_low": 0.0,
+                "ci_high": 1.0,
+                "n_seeds": len(s),
+            }
+            | {"n_problems": 200, "k": k}
+            for (a, b), s in seeds.items()
         ]
     ).to_csv(tables / "scores.csv", index=False)
     pd.DataFrame(
         [
-            {
-                "arm": a,
-                "baseline": o,
-                "benchmark": b,
-                "diff": d,
-                "ci_low": lo,
-                "ci_high": hi,
-                "p_value": p,
-                "n_seeds": 3,
-            }
+            {"arm": a, "seed": i, "benchmark": b, "avg_at_k": x, "state": "finished"}
+            for (a, b), s in seeds.items()
+            if b != "drift-recovery"  # as the drift reference: no per-seed drift scores
+            for i, x in enumerate(s)
+        ]
+    ).to_csv(tables / "per_seed.csv", index=False)
+    pd.DataFrame(
+        [
+            {"arm": a, "baseline": o, "benchmark": b, "diff": d, "ci_low": lo, "ci_high": hi, "p_value": p}
+            | {"n_seeds": 3}
             for a, o, b, d, lo, hi, p in diffs
         ]
     ).to_csv(tables / "differences.csv", index=False)
@@ -48,65 +70,149 @@ def _reference(root: Path, name: str, scores: dict, diffs: list[tuple]) -> None:
     (root / name / "provenance.json").write_text(json.dumps({"specs": [spec]}))
 
 
-def test_verdicts_follow_the_confidence_interval(tmp_path):
+def _by_claim(root: Path) -> dict[str, dict]:
+    return {r["claim"]: r for r in verdict_rows(root)}
+
+
+def test_a_direction_needs_both_intervals(tmp_path):
     _reference(
         tmp_path,
         "arith",
-        {("sao", "arith"): 0.7, ("grpo", "arith"): 0.5, ("grpo+dis", "arith"): 0.69},
+        {
+            ("sao", "arith"): [0.70, 0.71, 0.69],
+            ("grpo", "arith"): [0.50, 0.52, 0.51],
+            ("grpo+dis", "arith"): [0.40, 0.70, 0.55],  # seeds far apart
+            ("sao:dis-only", "arith"): [0.80, 0.81, 0.79],
+        },
         [
-            ("sao", "grpo", "arith", 0.2, 0.1, 0.3, 0.001),  # above 0
-            ("grpo+dis", "grpo", "arith", -0.1, -0.2, -0.01, 0.02),  # below 0
-            ("sao", "grpo+dis", "arith", 0.01, -0.03, 0.05, 0.6),
+            ("sao", "grpo", "arith", 0.19, 0.12, 0.26, 1 / 10001),  # both above 0
+            ("grpo+dis", "grpo", "arith", 0.04, 0.01, 0.07, 0.02),  # bootstrap only
+            ("sao", "grpo+dis", "arith", 0.15, -0.02, 0.3, 0.09),  # neither
+            ("sao", "sao:dis-only", "arith", -0.10, -0.15, -0.05, 0.001),  # both below
         ],
     )
-    rows = {r["claim"]: r for r in verdict_rows(tmp_path)}
+    rows = _by_claim(tmp_path)
     assert len(rows) == len(CLAIMS)
     sao_grpo = rows["Table 1: SAO > GRPO (math)"]
-    assert sao_grpo["verdict"] == "reproduces" and sao_grpo["difference [95% CI]"] == "+20.0 [+10.0, +30.0]"
-    assert sao_grpo["here"] == "70.0 [65.0, 75.0] vs 50.0 [45.0, 55.0] (arith)"
-    assert sao_grpo["paper"] == "97.3 vs 84.2 (AIME2025)" and sao_grpo["seeds"] == "3"
-    assert sao_grpo["budget, tuning"] == "trajectories=640, tuned: 20 trials/arm"
-    assert rows["Table 1: GRPO+DIS > GRPO (math)"]["verdict"] == "does not reproduce"
-    assert rows["Table 1: SAO > GRPO+DIS (math)"]["verdict"] == "inconclusive at this scale"
-    assert rows["Table 1: SAO > SAO w/ DIS only (math)"]["verdict"] == "not run yet"  # arm missing
-    assert rows["Table 2: SAO > GRPO+DIS (SWE)"]["verdict"] == "not run yet"  # comparison missing
+    assert sao_grpo["verdict"] == "same direction, at toy scale (exploratory)"
+    assert sao_grpo["difference"] == "+19.0" and sao_grpo["bootstrap CI"] == "[+12.0, +26.0]†"
+    welch = sps.ttest_ind([0.70, 0.71, 0.69], [0.50, 0.52, 0.51], equal_var=False)
+    ci = welch.confidence_interval()
+    assert sao_grpo["seed-level CI"] == f"[{100 * ci.low:+.1f}, {100 * ci.high:+.1f}]"
+    assert sao_grpo["p: bootstrap"] == "< 0.0001" and sao_grpo["p: seeds"] == f"{welch.pvalue:.2g}"
+    assert sao_grpo["paper"] == "97.3 vs 84.2 (AIME2025)" and sao_grpo["seeds"] == "3 vs 3"
+    assert (
+        sao_grpo["budget, tuning"] == "trajectories=640, tuned: 20 trials/arm" and sao_grpo["level"] == "95%"
+    )
+    assert rows["Table 1: GRPO+DIS > GRPO (math)"]["verdict"] == f"{Finding.DISAGREE} (exploratory)"
+    assert rows["Table 1: SAO > GRPO+DIS (math)"]["verdict"] == f"{Finding.NOT_SHOWN} (exploratory)"
+    assert rows["Table 1: SAO > SAO w/ DIS only (math)"]["verdict"] == f"{Finding.OPPOSITE} (exploratory)"
+    assert rows["Table 2: SAO > GRPO+DIS (SWE)"]["verdict"] == Finding.NOT_RUN  # no reference
 
 
-def test_a_figure_claim_without_paper_numbers_gives_the_papers_words_and_a_verdict(tmp_path):
+def test_the_primary_claims_are_holm_adjusted(tmp_path):
+    seeds = {
+        ("sao", "arith"): [0.70, 0.72, 0.68],
+        ("grpo", "arith"): [0.60, 0.61, 0.62],
+        ("grpo+dis", "arith"): [0.65, 0.66, 0.64],
+        ("sao:dis-only", "arith"): [0.69, 0.70, 0.71],
+    }
+    boot_p = {
+        ("sao", "grpo"): 0.0005,
+        ("grpo+dis", "grpo"): 0.004,
+        ("sao", "grpo+dis"): 0.03,
+        ("sao", "sao:dis-only"): 0.6,
+    }
+    diffs = [(a, o, "arith", 0.05, 0.02, 0.08, p) for (a, o), p in boot_p.items()]
+    _reference(tmp_path, "arith-tuned", seeds, diffs)
+    # by hand: p = max(bootstrap p, Welch p) for each primary claim, then Holm over the four
+    combined = [
+        max(p, sps.ttest_ind(seeds[(a, "arith")], seeds[(o, "arith")], equal_var=False).pvalue)
+        for (a, o), p in boot_p.items()
+    ]
+    expected = holm(combined)
+    order = sorted(range(4), key=lambda i: combined[i])
+    verdicts = [v for v in assess(tmp_path) if v.claim.primary]
+    assert [v.claim.label for v in verdicts] == [c.label for c in CLAIMS if c.primary]
+    for i, v in enumerate(verdicts):
+        assert v.p == pytest.approx(combined[i]) and v.p_adjusted == pytest.approx(expected[i])
+        assert v.level == pytest.approx(0.05 / (4 - order.index(i)))  # Holm's step for this rank
+    rows = _by_claim(tmp_path)
+    first = rows["Table 1, tuned: SAO > GRPO (math)"]
+    assert first["role"] == "primary" and first["p: Holm"] == f"{expected[0]:.3g}"
+    assert first["level"] == f"{100 * (1 - verdicts[0].level):.4g}%" and first["bootstrap CI"].endswith("†≈")
+    shown = expected[0] < 0.05
+    assert first["verdict"].startswith(str(Finding.SAME if shown else Finding.DISAGREE))
+    assert first["verdict"].endswith(f"(Holm p = {expected[0]:.2g})")
+    assert rows["Table 1: SAO > GRPO (math)"]["verdict"] == Finding.NOT_RUN  # exploratory rows: no reference
+
+
+def test_drift_without_per_seed_scores_needs_the_re_run_and_spread_seeds_are_named(tmp_path):
     _reference(
         tmp_path,
         "drift",
-        {("sao", "drift-recovery"): 0.6, ("running-mean", "drift-recovery"): 0.4},
-        [("sao", "running-mean", "drift-recovery", 0.2, 0.05, 0.35, 0.01)],
+        {("sao", "drift-recovery"): [0.4, 0.4, 0.4], ("running-mean", "drift-recovery"): [0.4, 0.41, 0.42]},
+        [("sao", "running-mean", "drift-recovery", -0.01, -0.05, 0.03, 0.57)],
     )
-    row = next(r for r in verdict_rows(tmp_path) if r["claim"].startswith("Fig. 5"))
-    assert row["paper"] == "after each shift (no numbers)" and row["verdict"] == "reproduces"
-    assert row["here"] == "60.0 [55.0, 65.0] vs 40.0 [35.0, 45.0] (drift-recovery)"
-    assert row["figure"] == "[fig5b_drift_label_share.png](drift/figures/fig5b_drift_label_share.png)"
+    _reference(
+        tmp_path,
+        "ablations",
+        {("sao", "arith"): [0.68, 0.71, 0.68], ("ppo:vapo", "arith"): [0.44, 0.66, 0.54]},
+        [("sao", "ppo:vapo", "arith", 0.147, 0.06, 0.24, 0.0015)],
+    )
+    rows = _by_claim(tmp_path)
+    drift = rows["Fig. 5: SAO recovers faster than running mean under drift"]
+    assert drift["verdict"] == Finding.NEEDS_RERUN and drift["seed-level CI"] == "-"
+    vapo = rows["Table 4: SAO (DIS) > vanilla VAPO"]
+    assert vapo["seeds beyond noise"].startswith("ppo:vapo (p = ") and vapo["seeds beyond noise"].endswith(
+        "(bound)"
+    )
+    assert vapo["verdict"] == f"{Finding.DISAGREE} (exploratory)" and float(vapo["MDE"]) > 14.7
 
 
-def test_write_verdicts_fills_the_readme_block_with_links_from_the_readme(tmp_path):
+def test_the_readme_gets_the_compact_table_with_links_from_the_readme(tmp_path):
     root = tmp_path / "results" / "reference"
     _reference(
         root,
         "arith",
-        {("sao", "arith"): 0.7, ("grpo", "arith"): 0.5},
-        [("sao", "grpo", "arith", 0.2, 0.1, 0.3, 0.001)],
+        {("sao", "arith"): [0.70, 0.71, 0.69], ("grpo", "arith"): [0.50, 0.52, 0.51]},
+        [("sao", "grpo", "arith", 0.19, 0.12, 0.26, 0.001)],
     )
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n\n{README_START}\nold\n{README_END}\n\nafter\n")
     path = write_verdicts(root, readme)
-    assert "](arith/figures/fig1_final_scores.png)" in path.read_text()
+    assert "](arith/figures/fig1_final_scores.png)" in path.read_text() and "Holm" in path.read_text()
     text = readme.read_text()
     assert "old" not in text and text.endswith(f"{README_END}\n\nafter\n")
     assert "](results/reference/arith/figures/fig1_final_scores.png)" in text
+    row = next(r for r in compact_rows(root) if r["claim"] == "Table 1: SAO > GRPO (math)")
+    v = next(v for v in assess(root) if v.claim.label == row["claim"])
+    low, high = min(v.boot[0], v.welch[0]), max(v.boot[1], v.welch[1])  # the envelope of both
+    assert row["difference [interval]"] == f"+19.0 [{100 * low:+.1f}, {100 * high:+.1f}]"
+    assert list(row) == ["claim", "difference [interval]", "verdict", "figure"]
+
+
+def test_a_report_with_its_score_matrix_gives_exact_intervals_at_holm_s_levels(tmp_path):
+    arms = ("sao", "grpo", "grpo+dis", "sao:dis-only")
+    cmp = write_comparison(tmp_path / "cmp", arms=arms, seeds=(0, 1, 2), final_eval=(60, 4))
+    write_report([cmp], tmp_path / "ref" / "arith-tuned", formats=["csv"], n_boot=2000)
+    verdicts = [v for v in assess(tmp_path / "ref") if v.claim.primary]
+    assert all(v.evidence is not None and v.evidence.boot_exact for v in verdicts)
+    v = verdicts[0]  # sao minus grpo
+    a, b = v.evidence.matrices
+    expected = paired_difference(a, b, n_boot=2000, confidence=1 - v.level)
+    assert v.boot == pytest.approx((expected["ci_low"], expected["ci_high"]))
+    row = _by_claim(tmp_path / "ref")["Table 1, tuned: SAO > GRPO (math)"]
+    assert (
+        "†" not in row["bootstrap CI"] and "≈" not in row["bootstrap CI"] and row["seeds beyond noise"] != "-"
+    )
 
 
 def test_the_committed_readme_and_verdicts_match_the_reference_tables():
     root = REPO / "results" / "reference"
     readme = (REPO / "README.md").read_text()
     block = readme[readme.index(README_START) + len(README_START) : readme.index(README_END)].strip()
-    assert block == verdicts_markdown(root, "results/reference/"), (
+    assert block == verdicts_markdown(root, "results/reference/", compact=True), (
         "run: bench report --verdicts results/reference --readme README.md"
     )
     assert verdicts_markdown(root) in (root / "VERDICTS.md").read_text()

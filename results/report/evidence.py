@@ -1,0 +1,186 @@
+"""What a reference comparison's committed files say about one claim (arm minus other on one
+benchmark), for the verdict table: the two intervals at any confidence, p-values, seed spreads.
+
+A reference directory (written by `bench report`) holds `tables/scores.csv`,
+`tables/differences.csv`, `tables/per_seed.csv` and, from issue 36 on, `score_matrix.csv`.
+What each statistic is computed from, best source first:
+
+- `score_matrix.csv`: every cell; both intervals exact at any confidence (the bootstrap with the
+  report's resampling seed, so at 95% it repeats `differences.csv`), the exact seed-noise test;
+- a `differences.csv` with the seed-level columns (reports from issue 36 on): its 95% intervals;
+- older references: `differences.csv`'s bootstrap, whose seed resamples paired seed s of one arm
+  with seed s of the other (`boot_seeds_paired`); Welch's t from `per_seed.csv`; the seed-noise
+  test in its conservative form (`seed_noise_bound_test`); a bootstrap interval at another
+  confidence than 95% read as normal around its ends (`boot_exact` False). Pseudo-benchmarks
+  without per-seed rows there (drift-recovery) have no seed-level interval: they need the re-run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from benchmarks.run_stats import paired_difference
+from benchmarks.seed_stats import seed_noise_bound_test, welch_interval
+from results.report.claims import Claim
+from results.report.score_matrix import SCORE_MATRIX_FILE, read_score_matrix
+
+DEFAULT_N_BOOT = 10000
+"""The bootstrap size of references whose tables predate the `n_boot` column (`bench report`'s default)."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One claim's statistics from its reference (module docstring); fractions, not points."""
+
+    mean_a: float
+    ci_a: tuple[float, float]
+    mean_b: float
+    ci_b: tuple[float, float]
+    diff: float
+    boot: tuple[float, float]  # the bootstrap's 95% interval
+    boot_p: float
+    n_boot: int
+    boot_seeds_paired: bool
+    n_seeds: tuple[int, int]  # each arm's seeds in the difference
+    seeds_a: tuple[float, ...] | None  # per-seed means; None: not committed
+    seeds_b: tuple[float, ...] | None
+    noise_p: tuple[float, float]  # seed-noise test of (arm, other); NaN where not computable
+    noise_exact: bool
+    matrices: tuple[np.ndarray, np.ndarray] | None  # (a_S_P, b_S_P) on the shared problems
+
+    @property
+    def has_seed_level(self) -> bool:
+        """Whether the seed-level interval can be computed (two seeds per arm committed)."""
+        return (
+            self.seeds_a is not None
+            and self.seeds_b is not None
+            and min(len(self.seeds_a), len(self.seeds_b)) >= 2
+        )
+
+    def welch(self, confidence: float = 0.95) -> dict:
+        """Welch's t over the per-seed means at `confidence`."""
+        return welch_interval(list(self.seeds_a or ()), list(self.seeds_b or ()), confidence)
+
+    def boot_interval(self, confidence: float = 0.95) -> tuple[float, float]:
+        """The bootstrap interval at `confidence`: exact from the score matrix, else the 95%
+        interval itself or, at other levels, each side scaled by the normal quantiles' ratio."""
+        if self.matrices is not None:
+            d = paired_difference(*self.matrices, n_boot=self.n_boot, confidence=confidence)
+            return d["ci_low"], d["ci_high"]
+        if math.isclose(confidence, 0.95):
+            return self.boot
+        scale = sps.norm.ppf(0.5 + confidence / 2) / sps.norm.ppf(0.975)
+        mid = (self.boot[0] + self.boot[1]) / 2
+        return mid - (mid - self.boot[0]) * scale, mid + (self.boot[1] - mid) * scale
+
+    @property
+    def boot_exact(self) -> bool:
+        """Whether intervals at other levels than 95% are exact (a score matrix is committed)."""
+        return self.matrices is not None
+
+
+def _csv(path: Path) -> pd.DataFrame:
+    """A table, or an empty frame where the file is missing or has no columns."""
+    try:
+        return pd.read_csv(path)
+    except (FileNotFoundError, pd.errors.EmptyDataError):
+        return pd.DataFrame()
+
+
+def _one(frame: pd.DataFrame, **match) -> pd.Series | None:
+    if frame.empty or any(column not in frame for column in match):
+        return None
+    hit = frame[np.logical_and.reduce([frame[c] == v for c, v in match.items()])]
+    return None if hit.empty else hit.iloc[0]
+
+
+def _seed_means(per_seed: pd.DataFrame, arm: str, benchmark: str) -> tuple[float, ...] | None:
+    if per_seed.empty or "avg_at_k" not in per_seed:
+        return None
+    rows = per_seed[(per_seed["arm"] == arm) & (per_seed["benchmark"] == benchmark)].dropna(
+        subset=["avg_at_k"]
+    )
+    return tuple(rows.sort_values("seed")["avg_at_k"]) if len(rows) else None
+
+
+def _bound_p(seeds: tuple[float, ...] | None, score: pd.Series) -> float:
+    """The conservative seed-noise test from per-seed means; NaN without k >= 1 or 2 seeds."""
+    k = score.get("k")
+    if seeds is None or len(seeds) < 2 or k is None or pd.isna(k):
+        return math.nan
+    return seed_noise_bound_test(list(seeds), int(k), int(score["n_problems"]))["p_value"]
+
+
+def budget_and_tuning(provenance: Path) -> str:
+    """ "trajectories=32000, shared defaults" or "..., tuned: 20 trials/arm" from a report's provenance."""
+    specs = json.loads(provenance.read_text()).get("specs", []) if provenance.exists() else []
+    if not specs:
+        return "-"
+    budget = specs[0].get("budget", {})
+    tuning = specs[0].get("tuning")
+    tuned = f"tuned: {tuning['trials_per_arm']} trials/arm" if tuning else "shared defaults"
+    return f"{budget.get('kind')}={budget.get('amount')}, {tuned}"
+
+
+class Reference:
+    """One reference comparison's committed files, read once for all the claims that use it."""
+
+    def __init__(self, path: Path):
+        """Read the tables (missing files read as empty) and the score matrix when present."""
+        self.path = path
+        self.scores = _csv(path / "tables" / "scores.csv")
+        self.diffs = _csv(path / "tables" / "differences.csv")
+        self.per_seed = _csv(path / "tables" / "per_seed.csv")
+        matrix = path / SCORE_MATRIX_FILE
+        self.matrices = read_score_matrix(matrix)[0] if matrix.exists() else {}
+        self.budget_and_tuning = budget_and_tuning(path / "provenance.json")
+
+    def evidence(self, claim: Claim) -> Evidence | None:
+        """The claim's statistics, or None when its arms or difference are not in the tables."""
+        score_a = _one(self.scores, arm=claim.arm, benchmark=claim.benchmark)
+        score_b = _one(self.scores, arm=claim.other, benchmark=claim.benchmark)
+        diff = _one(self.diffs, arm=claim.arm, baseline=claim.other, benchmark=claim.benchmark)
+        if score_a is None or score_b is None or diff is None:
+            return None
+        new_format = "welch_low" in diff.index
+        a, b = (
+            self.matrices.get((claim.arm, claim.benchmark)),
+            self.matrices.get((claim.other, claim.benchmark)),
+        )
+        matrices, seeds_a, seeds_b = None, None, None
+        if a is not None and b is not None:
+            problems = sorted(set(a.dropna(axis=1).columns) & set(b.dropna(axis=1).columns))
+            matrices = (a[problems].to_numpy(), b[problems].to_numpy())
+            seeds_a, seeds_b = tuple(matrices[0].mean(axis=1)), tuple(matrices[1].mean(axis=1))
+        else:
+            seeds_a = _seed_means(self.per_seed, claim.arm, claim.benchmark)
+            seeds_b = _seed_means(self.per_seed, claim.other, claim.benchmark)
+        if new_format:
+            noise = (float(diff["seed_noise_p"]), float(diff["seed_noise_p_baseline"]))
+        else:
+            noise = (_bound_p(seeds_a, score_a), _bound_p(seeds_b, score_b))
+        n_boot = diff.get("n_boot")
+        return Evidence(
+            mean_a=float(score_a["mean"]),
+            ci_a=(float(score_a["ci_low"]), float(score_a["ci_high"])),
+            mean_b=float(score_b["mean"]),
+            ci_b=(float(score_b["ci_low"]), float(score_b["ci_high"])),
+            diff=float(diff["diff"]),
+            boot=(float(diff["ci_low"]), float(diff["ci_high"])),
+            boot_p=float(diff["p_value"]),
+            n_boot=int(n_boot) if n_boot is not None and not pd.isna(n_boot) else DEFAULT_N_BOOT,
+            boot_seeds_paired=not new_format,
+            n_seeds=(int(diff["n_seeds"]), int(diff.get("n_seeds_baseline", diff["n_seeds"]))),
+            seeds_a=seeds_a,
+            seeds_b=seeds_b,
+            noise_p=noise,
+            noise_exact=new_format,
+            matrices=matrices,
+        )
