@@ -1,10 +1,15 @@
 """One module per `bench` subcommand; each has `register(subparsers)` and a handler that
 imports the heavy packages (torch, transformers) only when the command runs. Only `bench.cli`
-imports these modules."""
+imports these modules. Options that set a config or spec field are derived from the field
+(`add_field_options`), so their help and defaults are the field's own."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import types
+import typing
+from typing import Any
 
 COMMANDS = ("algos", "tasks", "benchmarks", "run", "compare", "sweep", "report", "pretrain", "eval", "perf")
 """The subcommands, in the order `bench --help` lists them (module `bench.commands.<name>`)."""
@@ -29,3 +34,42 @@ def load_plugins(args: argparse.Namespace) -> None:
 
     for module in args.plugin:
         registry.load_plugin_module(module)
+
+
+def add_field_options(p: argparse.ArgumentParser, cls: type, names: tuple[str, ...] | None = None) -> None:
+    """One option per field of dataclass `cls` that names a flag (`algorithms.fields.doc(...,
+    flag=...)`), or per field of `names`: help, choices and metavar from the field, its type
+    when it is a number (other values arrive as text for the command to parse), and its default
+    shown in the help. The option's own default is None, so that "not given" reaches the
+    command (which leaves the field's default, or a lower config layer, in place)."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if "flag" not in f.metadata or (names is not None and f.name not in names):
+            continue
+        meta = f.metadata
+        kind = _scalar_type(hints[f.name])
+        default = f.default if f.default is not dataclasses.MISSING else None
+        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        help_text = meta["help"] + ("" if shown in (None, "", ()) else f" (default: {shown})")
+        options: dict[str, Any] = {"dest": f.name, "help": help_text, "metavar": meta.get("metavar")}
+        if meta.get("repeat"):
+            options.update(action="append", default=[])
+        else:
+            options.update(type=kind if kind in (int, float) else str, choices=meta.get("choices"))
+        p.add_argument(meta["flag"], **options)
+
+
+def field_options(args: argparse.Namespace, cls: type) -> dict[str, Any]:
+    """The options of `add_field_options(p, cls)` the command line gave (None: not given)."""
+    return {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(cls)
+        if "flag" in f.metadata and getattr(args, f.name, None) not in (None, [])
+    }
+
+
+def _scalar_type(annotation: Any) -> Any:
+    """`int | None` -> int; other annotations unchanged."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return next(a for a in typing.get_args(annotation) if a is not type(None))
+    return annotation
