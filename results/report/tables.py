@@ -30,10 +30,10 @@ from results.report.paper import BENCHMARK_COLUMNS, PAPER_SCALE, TABLES
 
 def score_matrices(comparison: Comparison) -> dict[tuple[str, str], pd.DataFrame]:
     """(arm, benchmark) -> a seeds x problems frame of per-problem scores (fraction correct)."""
-    records = comparison.records
-    if records.empty:
+    scores = comparison.scores
+    if scores.empty:
         return {}
-    cells = records.groupby(["arm", "benchmark", "seed", "problem_id"], sort=True)["correct"].mean()
+    cells = scores.groupby(["arm", "benchmark", "seed", "problem_id"], sort=True)["score"].mean()
     return {
         (arm, bench): group.droplevel(["arm", "benchmark"]).unstack("problem_id")
         for (arm, bench), group in cells.groupby(level=["arm", "benchmark"])
@@ -209,14 +209,15 @@ def _mean_range(values, percent: bool = False) -> str:
 
 
 def runs_table(comparison: Comparison) -> pd.DataFrame:
-    """Every run: state, what stopped it, whether its reward collapsed
-    (`results.comparison.reward_collapsed`), steps, trajectories, tokens, wall time, the
-    evaluated checkpoint, and the reason of a failure or stop."""
+    """Every run: state, how it ended and what stopped it (as the run recorded them), whether
+    its reward collapsed (`results.comparison.reward_collapsed`), steps, trajectories, tokens,
+    wall time, the evaluated checkpoint, and the reason of a failure or stop."""
     columns = [
         "run",
         "arm",
         "seed",
         "state",
+        "outcome",
         "stopped_by",
         "collapsed",
         "steps",
