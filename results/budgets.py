@@ -24,8 +24,8 @@ class BudgetKind(StrEnum):
 
 
 @dataclass(frozen=True)
-class Budget:
-    """One row of the table."""
+class BudgetRow:
+    """One row of the budget table: a kind and what it means."""
 
     kind: BudgetKind
     field: str
@@ -42,16 +42,16 @@ class Budget:
     """may be a comparison's or sweep's `--budget` (steps are not: see `bench compare`)"""
 
 
-BUDGETS: tuple[Budget, ...] = (
-    Budget(BudgetKind.STEPS, "steps", "policy steps", True, "step", matched=False),
-    Budget(BudgetKind.TRAJECTORIES, "max_trajectories", "trajectories trained on", True, "trajectories"),
-    Budget(BudgetKind.TOKENS, "max_tokens", "tokens generated", True, "generated_tokens"),
-    Budget(BudgetKind.MINUTES, "max_minutes", "minutes of training, wall clock", False, "elapsed_s", 60.0),
+BUDGETS: tuple[BudgetRow, ...] = (
+    BudgetRow(BudgetKind.STEPS, "steps", "policy steps", True, "step", matched=False),
+    BudgetRow(BudgetKind.TRAJECTORIES, "max_trajectories", "trajectories trained on", True, "trajectories"),
+    BudgetRow(BudgetKind.TOKENS, "max_tokens", "tokens generated", True, "generated_tokens"),
+    BudgetRow(BudgetKind.MINUTES, "max_minutes", "minutes of training, wall clock", False, "elapsed_s", 60.0),
 )
 """Every budget kind, in the order a run checks them (the first spent one is its stop reason)."""
 
 
-def budget_of(kind: BudgetKind | str) -> Budget:
+def budget_of(kind: BudgetKind | str) -> BudgetRow:
     """The table row of `kind` (KeyError for a kind that is not in the table)."""
     for row in BUDGETS:
         if row.kind == kind:
@@ -59,7 +59,7 @@ def budget_of(kind: BudgetKind | str) -> Budget:
     raise KeyError(kind)
 
 
-def matched_budgets() -> tuple[Budget, ...]:
+def matched_budgets() -> tuple[BudgetRow, ...]:
     """The kinds a comparison or sweep may match its runs on (`--budget KIND=N`)."""
     return tuple(row for row in BUDGETS if row.matched)
 

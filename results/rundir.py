@@ -292,6 +292,18 @@ _HELD: dict[str, int] = {}
 second lock of the same directory in one process must reuse it)."""
 
 
+def _locks_stay_with_the_parent() -> None:
+    """In a forked child (e.g. the rollout engine's process): close the inherited lock files, so
+    that the lock is the locking process's alone and goes when it dies (a child that outlives it
+    for a moment would otherwise hold the run, and a reader would not see it killed)."""
+    for fd in _HELD.values():
+        os.close(fd)
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_locks_stay_with_the_parent)
+
+
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The complete lines of a JSON-lines file, up to a torn one (none when it does not exist)."""
     rows = []

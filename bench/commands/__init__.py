@@ -1,15 +1,20 @@
 """One module per `bench` subcommand; each has `register(subparsers)` and a handler that
 imports the heavy packages (torch, transformers) only when the command runs. Only `bench.cli`
 imports these modules. Options that set a config or spec field are derived from the field
-(`add_field_options`), so their help and defaults are the field's own."""
+(`add_field_options`), so their help and defaults are the field's own; below them, what
+`bench compare` and `bench sweep` share (their run settings, budget, launch options)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import types
 import typing
+from pathlib import Path
 from typing import Any
+
+from bench.errors import UsageError
 
 COMMANDS = ("algos", "tasks", "benchmarks", "run", "compare", "sweep", "report", "pretrain", "eval", "perf")
 """The subcommands, in the order `bench --help` lists them (module `bench.commands.<name>`)."""
@@ -73,3 +78,58 @@ def _scalar_type(annotation: Any) -> Any:
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         return next(a for a in typing.get_args(annotation) if a is not type(None))
     return annotation
+
+
+RESERVED = ("algo", "algo_preset", "task", "seed", "steps")
+"""Run fields a comparison or sweep sets itself (`--set` may not)."""
+
+
+def shared_settings(args: argparse.Namespace, command: str) -> dict:
+    """The run fields every run of a comparison or sweep gets: `--set` and `--mode`."""
+    from bench.config_values import parse_set_options
+
+    shared = parse_set_options(args.shared)
+    if args.mode:
+        shared["mode"] = args.mode
+    for key in RESERVED:
+        if key in shared:
+            raise UsageError(
+                f"--set {key}: set by bench {command} itself (use --algos, --task, --seeds, --budget)"
+            )
+    return shared
+
+
+def launch_options(args: argparse.Namespace) -> Any:
+    """The `sweeps.launch.LaunchOptions` of `bench compare` or `bench sweep` (`--workers`,
+    `--storage`, `--out`, `--lease-seconds`)."""
+    from sweeps.launch import LaunchOptions
+
+    launch = LaunchOptions(**field_options(args, LaunchOptions))
+    if launch.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {launch.workers}")
+    return launch
+
+
+def checked_budget_and_shared(args: argparse.Namespace, arms: list, command: str) -> tuple:
+    """(budget, shared settings) of `bench compare` or `bench sweep`, the arms' algorithm names
+    checked first (a typo is answered before any algorithm, or torch, loads)."""
+    from algorithms import registry as algo_registry
+    from results.budgets import budget_help
+    from sweeps.spec import parse_budget
+
+    for arm in arms:
+        algo_registry.check(arm.algo)
+    if args.budget is None:
+        raise UsageError(f"--budget is required: one of {budget_help(units=False)}")
+    return parse_budget(args.budget), shared_settings(args, command)
+
+
+def workers_ok(codes: list[int], out: Path) -> int:
+    """0, or 1 with a line per worker that crashed (its traceback is on stderr above)."""
+    bad = [c for c in codes if c != 0]
+    for code in bad:
+        print(
+            f"bench: a worker exited with code {code}; rerun the same command to resume {out}",
+            file=sys.stderr,
+        )
+    return 1 if bad else 0

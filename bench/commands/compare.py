@@ -18,14 +18,17 @@ import sys
 import time
 from pathlib import Path
 
-from bench.commands import add_field_options, field_options
+from bench.commands import (
+    add_field_options,
+    checked_budget_and_shared,
+    field_options,
+    launch_options,
+    workers_ok,
+)
 from bench.config import RunConfig
 from bench.errors import UsageError
 from sweeps.comparison import ComparisonSpec, EvalPlan
 from sweeps.launch import LaunchOptions
-
-RESERVED = ("algo", "algo_preset", "task", "seed", "steps")
-"""Run fields a comparison or sweep sets itself (`--set` may not)."""
 
 
 def register(sub) -> None:
@@ -45,29 +48,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_field_options(p, LaunchOptions)
     p.add_argument("--retry-failed", action="store_true", help="run again the runs that failed (crashed)")
     p.add_argument("--no-report", action="store_true", help="do not write the report at the end")
-
-
-def shared_settings(args: argparse.Namespace, command: str) -> dict:
-    """The run fields every run of a comparison or sweep gets: `--set` and `--mode`."""
-    from bench.config_values import parse_set_options
-
-    shared = parse_set_options(args.shared)
-    if args.mode:
-        shared["mode"] = args.mode
-    for key in RESERVED:
-        if key in shared:
-            raise UsageError(
-                f"--set {key}: set by bench {command} itself (use --algos, --task, --seeds, --budget)"
-            )
-    return shared
-
-
-def launch_options(args: argparse.Namespace) -> LaunchOptions:
-    """The launch options of the command line (`--workers`, `--storage`, `--out`, `--lease-seconds`)."""
-    launch = LaunchOptions(**field_options(args, LaunchOptions))
-    if launch.workers < 1:
-        raise UsageError(f"--workers must be >= 1, got {launch.workers}")
-    return launch
 
 
 def _arms_and_tuning(args: argparse.Namespace) -> tuple[list, dict | None]:
@@ -155,20 +135,6 @@ def build_spec(args: argparse.Namespace) -> ComparisonSpec:
     return spec
 
 
-def checked_budget_and_shared(args: argparse.Namespace, arms: list, command: str) -> tuple:
-    """(budget, shared settings) of `bench compare` or `bench sweep`, the arms' algorithm names
-    checked first (a typo is answered before any algorithm, or torch, loads)."""
-    from algorithms import registry as algo_registry
-    from results.budgets import budget_help
-    from sweeps.spec import parse_budget
-
-    for arm in arms:
-        algo_registry.check(arm.algo)
-    if args.budget is None:
-        raise UsageError(f"--budget is required: one of {budget_help(units=False)}")
-    return parse_budget(args.budget), shared_settings(args, command)
-
-
 def run(args: argparse.Namespace) -> int:
     """Handler of `bench compare`."""
     from sweeps.launch import run_workers
@@ -198,17 +164,6 @@ def run(args: argparse.Namespace) -> int:
     codes = run_workers(out, launch.workers)
     status = _finish(out, args.no_report)
     return workers_ok(codes, out) or status
-
-
-def workers_ok(codes: list[int], out: Path) -> int:
-    """0, or 1 with a line per worker that crashed (its traceback is on stderr above)."""
-    bad = [c for c in codes if c != 0]
-    for code in bad:
-        print(
-            f"bench: a worker exited with code {code}; rerun the same command to resume {out}",
-            file=sys.stderr,
-        )
-    return 1 if bad else 0
 
 
 def _finish(out: Path, no_report: bool) -> int:

@@ -18,8 +18,13 @@ import sys
 import time
 from pathlib import Path
 
-from bench.commands import add_field_options, field_options
-from bench.commands.compare import checked_budget_and_shared, launch_options, workers_ok
+from bench.commands import (
+    add_field_options,
+    checked_budget_and_shared,
+    field_options,
+    launch_options,
+    workers_ok,
+)
 from bench.config import RunConfig
 from bench.errors import UsageError
 from sweeps.launch import LaunchOptions

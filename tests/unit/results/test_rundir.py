@@ -138,6 +138,25 @@ def test_a_run_marked_running_reads_as_killed_once_no_process_holds_it(tmp_path)
         proc.wait()
 
 
+def test_a_forked_child_does_not_keep_its_parents_run_locked(tmp_path):
+    """The rollout engine is a forked child of the training process: once that is killed, the run
+    is free (and reads as killed) even while the child lives on for a moment."""
+    run = RunDir(tmp_path / "run")
+    code = (
+        f"import multiprocessing, time; from results.rundir import RunDir; RunDir({str(run.path)!r}).lock(); "
+        "child = multiprocessing.get_context('fork').Process(target=time.sleep, args=(30,)); child.start(); "
+        "print(child.pid, flush=True); time.sleep(60)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    child = int(proc.stdout.readline())
+    try:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert not run.is_locked()
+    finally:
+        os.kill(child, signal.SIGKILL)
+
+
 def test_summaries_written_before_outcomes_read_as_finished(tmp_path):
     run = RunDir(tmp_path)
     (tmp_path / "summary.json").write_text(json.dumps({"steps": 3, "stopped_by": "minutes"}))
