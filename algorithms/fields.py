@@ -8,15 +8,25 @@ from dataclasses import field
 from typing import Any
 
 
-def doc(text: str, *, flag: str | None = None, choices: tuple[str, ...] | None = None, **kwargs: Any) -> Any:
+def doc(
+    text: str,
+    *,
+    flag: str | None = None,
+    choices: tuple[str, ...] | None = None,
+    metavar: str | None = None,
+    repeat: bool = False,
+    **kwargs: Any,
+) -> Any:
     """A dataclass field whose help text is kept in metadata (shown by `bench algos NAME` and
-    `bench run --help`); `flag` and `choices` (run config fields only) give it a command-line
-    option of its own, derived from the field by `bench run`."""
+    `bench run --help`); `flag` (with `choices`, `metavar`, and `repeat` for an option given
+    several times) gives a run config or comparison/sweep spec field a command-line option of
+    its own, derived from the field (`bench.commands.add_field_options`)."""
     metadata: dict[str, Any] = {"help": text}
-    if flag is not None:
-        metadata["flag"] = flag
-    if choices is not None:
-        metadata["choices"] = choices
+    for key, value in (("flag", flag), ("choices", choices), ("metavar", metavar)):
+        if value is not None:
+            metadata[key] = value
+    if repeat:
+        metadata["repeat"] = True
     return field(metadata=metadata, **kwargs)
 
 

@@ -1,7 +1,9 @@
 """The `bench` command line. Each subcommand lives in `bench.commands.<name>` (its options and
 its handler, which imports what it needs lazily), so `bench --help` and a bad name answer fast.
 A user mistake (unknown name, bad config value, missing file) ends with a one-line
-`bench: error: ...` and exit code 2, never a traceback.
+`bench: error: ...` and exit code 2, never a traceback. Other endings, each one line: a run
+directory another process holds (`results.rundir.BUSY_EXIT_CODE`, 75), a run that stopped itself
+(1), Ctrl-C (130), SIGTERM (143).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 import sys
 
 from bench.commands import COMMANDS
-from bench.errors import RunStopped, UsageError
+from bench.errors import RunStopped, RunTerminated, UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -105,11 +107,19 @@ def _dispatch(argv: list[str] | None) -> int:
     """Parse `argv` and run its subcommand; a user error or a stopped run becomes its exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    from results.rundir import BUSY_EXIT_CODE, RunDirBusy
+
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("bench: interrupted", file=sys.stderr)
         return 130
+    except RunTerminated:
+        print("bench: terminated", file=sys.stderr)
+        return 143
+    except RunDirBusy as exc:  # not the user's mistake: another process trains this run
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return BUSY_EXIT_CODE
     except _user_error_types() as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 2
@@ -131,6 +141,7 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     from results.evals import EvalStoreError
     from results.report import ReportError
     from results.rundir import RunDirError
+    from sweeps.errors import ExperimentError
 
     return (
         UsageError,
@@ -141,6 +152,7 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         RunDirError,
         EvalStoreError,
         ReportError,
+        ExperimentError,
     )
 
 

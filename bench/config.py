@@ -1,6 +1,7 @@
 """Run configuration: one frozen dataclass, filled from defaults, a TOML file and `--set`.
 
-Precedence (lowest to highest): field defaults < `--config FILE.toml` < CLI flags < `--set`.
+Precedence (lowest to highest): field defaults < `--config FILE` (TOML, or JSON: one layer or a
+list of layers) < CLI flags < `--set`.
 Algorithm fields live under `algo.` (`--set algo.dis_eps_high=4.0`, TOML table `[algo]`), task
 constructor arguments under `task.`; old algorithm field names are read as the current ones
 (`bench.config_renames`). Every value is checked here, so a bad config fails before any model
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +19,10 @@ from typing import Any
 
 from algorithms.fields import doc
 from bench.config_renames import current_names, layer_algo
-from bench.config_values import coerce_value, did_you_mean
+from bench.config_values import coerce_task_args, coerce_value, did_you_mean
 from bench.engines.base import ENGINE_NAMES
 from bench.errors import UsageError
+from results.budgets import BUDGETS
 
 MODES = ("async", "sync")
 STALE_POLICIES = ("drop", "requeue")
@@ -44,7 +45,12 @@ class RunConfig:
         flag="--model",
         default="tiny",
     )
-    steps: int = doc("policy optimizer steps to train for", flag="--steps", default=60)
+    steps: int | None = doc(
+        "policy optimizer steps to train for (none: no step limit, the run stops at another budget; "
+        "comparisons and sweeps run so)",
+        flag="--steps",
+        default=60,
+    )
     max_minutes: float | None = doc(
         "stop after the first step that ends past this many minutes of training (a wall-clock budget; "
         "the final checkpoint is still written)",
@@ -166,33 +172,23 @@ class RunConfig:
         return dataclasses.asdict(self)
 
 
-def flag_fields() -> list[dict[str, Any]]:
-    """The run config fields with a command-line option of their own (`doc(..., flag=...)`):
-    name, flag, value type, choices, default and help, for `bench run` to declare."""
-    hints = typing.get_type_hints(RunConfig)
-    out = []
-    for f in dataclasses.fields(RunConfig):
-        if "flag" not in f.metadata:
-            continue
-        kind = hints[f.name]
-        if typing.get_origin(kind) in (typing.Union, types.UnionType):
-            kind = next(a for a in typing.get_args(kind) if a is not type(None))
-        out.append(
-            {
-                "name": f.name,
-                "flag": f.metadata["flag"],
-                "type": kind,
-                "choices": f.metadata.get("choices"),
-                "default": f.default,
-                "help": f.metadata["help"],
-            }
-        )
-    return out
+@dataclass(frozen=True)
+class RunParts:
+    """A validated run config and the algorithm and task built from it: a process builds them
+    once (`build_run`) and hands them on to the run's start, its record and its learner."""
+
+    config: RunConfig
+    algorithm: Any
+    task: Any
 
 
-def build_config(*layers: dict[str, Any]) -> RunConfig:
-    """Merge override layers (later wins; algo_args/task_args merge key by key) and validate.
-    Old algorithm field names in any layer are read as the current ones (`current_names`)."""
+def build_run(*layers: dict[str, Any]) -> RunParts:
+    """Merge override layers (later wins; algo_args/task_args/engine_args merge key by key; a
+    layer that names a field sets it, None included where the field may be None), validate,
+    and build the algorithm and the task (which checks their arguments). Old algorithm field
+    names in any layer are read as the current ones (`current_names`)."""
+    from envs import registry as task_registry
+
     fields = typing.get_type_hints(RunConfig)
     algo = layer_algo(layers, RunConfig.algo)
     merged: dict[str, Any] = {}
@@ -205,13 +201,32 @@ def build_config(*layers: dict[str, Any]) -> RunConfig:
                 )
             if key in ("algo_args", "task_args", "engine_args"):
                 merged.setdefault(key, {}).update(value)
-            elif value is not None:
+            else:
                 merged[key] = coerce_value(key, value, fields[key])
     config = RunConfig(**merged)
     check_names(config)  # before anything imports a task, an algorithm or torch
     config = dataclasses.replace(config, task_args=coerce_task_args(config.task, config.task_args))
     validate(config)
-    return config
+    task = task_registry.make(
+        config.task, **config.task_args
+    )  # bad task arguments fail before a run dir exists
+    algorithm = make_algorithm(config)
+    if config.critic_lr is not None and algorithm.critic is None:
+        raise UsageError(
+            f"critic_lr: {config.algo} has no critic, so the run would not use it; drop critic_lr (in a "
+            "comparison or sweep, set it on the arms with a critic only: an arms file's `set = { critic_lr = ... }`)"
+        )
+    if config.trajectories_per_step % algorithm.group_size:
+        raise UsageError(
+            f"trajectories_per_step={config.trajectories_per_step} is not a multiple of "
+            f"{config.algo}'s rollouts per prompt ({algorithm.group_size})"
+        )
+    return RunParts(config, algorithm, task)
+
+
+def build_config(*layers: dict[str, Any]) -> RunConfig:
+    """The validated config of `build_run` (for callers that need no algorithm or task object)."""
+    return build_run(*layers).config
 
 
 def check_names(config: RunConfig) -> None:
@@ -227,49 +242,9 @@ def check_names(config: RunConfig) -> None:
         bench_registry.check(name)
 
 
-def coerce_task_args(task: str, task_args: dict[str, Any]) -> dict[str, Any]:
-    """`task_args` converted to the types of the task constructor's annotated parameters.
-
-    `--set task.X=V` values arrive as TOML parsed them (`False` stays the string "False"), so
-    each argument the constructor annotates goes through `coerce_value`, as algorithm fields do: a
-    bad value is a one-line error naming `task.X`. Arguments the constructor does not name are
-    passed on unchanged, for the constructor to reject with the task's own message.
-    """
-    from envs import registry as task_registry
-
-    try:
-        hints = typing.get_type_hints(task_registry.get(task).__init__)
-    except (NameError, TypeError):  # an annotation that cannot be resolved: no conversion
-        hints = {}
-    hints.pop("return", None)  # the only annotation that is not a parameter
-    _check_task_arg_names(task, task_registry.get(task), task_args)
-    return {
-        key: coerce_value(f"task.{key}", value, hints[key]) if key in hints else value
-        for key, value in task_args.items()
-    }
-
-
-def _check_task_arg_names(task: str, cls: type, task_args: dict[str, Any]) -> None:
-    """An argument the task's constructor does not take: a one-line UsageError with a
-    did-you-mean and the valid arguments (constructors taking **kwargs accept anything)."""
-    import inspect
-
-    params = inspect.signature(cls.__init__).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return
-    valid = [name for name in params if name != "self"]
-    for key in task_args:
-        if key not in valid:
-            raise UsageError(
-                f"task.{key}: unknown argument of task {task!r}{did_you_mean(key, valid)}; "
-                f"valid arguments: {', '.join(valid) or 'none'}"
-            )
-
-
 def validate(config: RunConfig) -> None:
-    """Check values and names; raise UsageError naming the field and the valid choices."""
-    from envs import registry as task_registry
-
+    """Check the values that need no algorithm or task object; raise UsageError naming the
+    field and the valid choices."""
     check_names(config)
     for name, value, choices in (
         ("mode", config.mode, MODES),
@@ -278,7 +253,7 @@ def validate(config: RunConfig) -> None:
     ):
         if value not in choices:
             raise UsageError(f"{name}: invalid value {value!r}; valid choices: {', '.join(choices)}")
-    for name in ("steps", "trajectories_per_step", "minibatches", "engine_slots", "nan_patience"):
+    for name in ("trajectories_per_step", "minibatches", "engine_slots", "nan_patience"):
         if getattr(config, name) < 1:
             raise UsageError(f"{name}: must be >= 1, got {getattr(config, name)}")
     non_negative = (
@@ -293,14 +268,12 @@ def validate(config: RunConfig) -> None:
             raise UsageError(f"{name}: must be >= 0, got {getattr(config, name)}")
     if config.eval_every and not config.eval_bench:
         raise UsageError("eval_every is set but eval_bench is empty; name benchmarks with --eval-bench")
-    for name in ("temperature", "top_p", "grad_clip", "policy_lr", "critic_lr", "max_minutes"):
+    for name in ("temperature", "top_p", "grad_clip", "policy_lr", "critic_lr"):
         value = getattr(config, name)
         if value is not None and not math.isfinite(value):
             raise UsageError(f"{name}: must be a finite number, got {value}")
-    for name in ("max_trajectories", "max_tokens"):
-        if getattr(config, name) is not None and getattr(config, name) < 1:
-            raise UsageError(f"{name}: must be >= 1, got {getattr(config, name)}")
-    for name in ("policy_lr", "critic_lr", "grad_clip", "max_minutes"):
+    check_budgets(config)
+    for name in ("policy_lr", "critic_lr", "grad_clip"):
         if getattr(config, name) is not None and getattr(config, name) <= 0:
             raise UsageError(f"{name}: must be > 0, got {getattr(config, name)}")
     if not 0 < config.top_p <= 1 or config.temperature < 0:
@@ -314,18 +287,21 @@ def validate(config: RunConfig) -> None:
     from bench.trackers import check_report_to
 
     check_report_to(config.report_to)  # an unknown or uninstalled tracker fails before any run dir exists
-    task_registry.make(config.task, **config.task_args)  # bad task arguments fail before a run dir exists
-    algo = make_algorithm(config)
-    if config.critic_lr is not None and algo.critic is None:
-        raise UsageError(
-            f"critic_lr: {config.algo} has no critic, so the run would not use it; drop critic_lr (in a "
-            "comparison or sweep, set it on the arms with a critic only: an arms file's `set = { critic_lr = ... }`)"
-        )
-    if config.trajectories_per_step % algo.group_size:
-        raise UsageError(
-            f"trajectories_per_step={config.trajectories_per_step} is not a multiple of "
-            f"{config.algo}'s rollouts per prompt ({algo.group_size})"
-        )
+
+
+def check_budgets(config: RunConfig) -> None:
+    """Every limit of the budget table (`results.budgets.BUDGETS`) that is set: a whole number
+    >= 1, or a finite number > 0 (None: no limit of that kind)."""
+    for row in BUDGETS:
+        value = getattr(config, row.field)
+        if value is None:
+            continue
+        if row.whole and value < 1:
+            raise UsageError(f"{row.field}: must be >= 1, got {value}")
+        if not row.whole and not math.isfinite(value):
+            raise UsageError(f"{row.field}: must be a finite number, got {value}")
+        if not row.whole and value <= 0:
+            raise UsageError(f"{row.field}: must be > 0, got {value}")
 
 
 def check_model_spec(spec: str) -> None:
@@ -363,18 +339,17 @@ def make_algorithm(config: RunConfig):
     return cls(algo_config)
 
 
-def recorded_config(config: RunConfig) -> dict[str, Any]:
+def recorded_config(parts: RunParts) -> dict[str, Any]:
     """What config.json holds: the fields, then the algorithm's effective config (every field after
     its preset and overrides) as `algo_config`, and where its code comes from as `algo_source`
     (source, class, module, and for plugins the distribution and its version), so that a resume
     can load the plugin again and a reader sees every setting the run trained with."""
     from algorithms import registry
 
-    algo = make_algorithm(config)
     return {
-        **config.to_dict(),
-        "algo_config": dataclasses.asdict(algo.config),
-        "algo_source": registry.provenance(config.algo),
+        **parts.config.to_dict(),
+        "algo_config": dataclasses.asdict(parts.algorithm.config),
+        "algo_source": registry.provenance(parts.config.algo),
     }
 
 

@@ -1,6 +1,7 @@
-"""Values of the command line and of config files: `--set KEY=VALUE` and TOML parsing, the
-conversion of a value to a config field's type, and did-you-mean hints. Standard library only,
-so that a bad value is answered before torch is imported."""
+"""Values of the command line and of config files: `--set KEY=VALUE`, TOML and JSON parsing,
+the conversion of a value to a config field's type (task arguments to their constructor's
+types), and did-you-mean hints. Standard library only (and the task registry's light table), so
+that a bad value is answered before torch is imported."""
 
 from __future__ import annotations
 
@@ -78,9 +79,11 @@ def parse_set_options(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def load_config_file(path: str | Path) -> dict[str, Any]:
-    """Read a run config file: TOML (`[algo]` and `[task]` tables become algo_args/task_args) or
-    JSON (a run's config.json, so `--config runs/x/config.json` repeats a run's settings)."""
+def load_config_file(path: str | Path) -> list[dict[str, Any]]:
+    """The config layers of a run config file, lowest first: TOML (one layer; `[algo]` and
+    `[task]` tables become algo_args/task_args) or JSON (one layer, e.g. a run's config.json, so
+    `--config runs/x/config.json` repeats a run's settings; or a list of layers, as comparison
+    and sweep workers write them for `bench.config.build_run` to merge)."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"--config: file not found: {path}")
@@ -89,9 +92,10 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
             data = json.loads(path.read_text())
         except json.JSONDecodeError as exc:
             raise UsageError(f"--config {path}: invalid JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise UsageError(f"--config {path}: expected a JSON object of config fields")
-        return data
+        layers = data if isinstance(data, list) else [data]
+        if not layers or not all(isinstance(layer, dict) for layer in layers):
+            raise UsageError(f"--config {path}: expected a JSON object of config fields (or a list of them)")
+        return layers
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
@@ -99,4 +103,43 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     for section in ("algo", "task"):
         if isinstance(data.get(section), dict):
             data[f"{section}_args"] = data.pop(section)
-    return data
+    return [data]
+
+
+def coerce_task_args(task: str, task_args: dict[str, Any]) -> dict[str, Any]:
+    """`task_args` converted to the types of the task constructor's annotated parameters.
+
+    `--set task.X=V` values arrive as TOML parsed them (`False` stays the string "False"), so
+    each argument the constructor annotates goes through `coerce_value`, as algorithm fields do: a
+    bad value is a one-line error naming `task.X`. Arguments the constructor does not name are
+    passed on unchanged, for the constructor to reject with the task's own message.
+    """
+    from envs import registry as task_registry
+
+    try:
+        hints = typing.get_type_hints(task_registry.get(task).__init__)
+    except (NameError, TypeError):  # an annotation that cannot be resolved: no conversion
+        hints = {}
+    hints.pop("return", None)  # the only annotation that is not a parameter
+    _check_task_arg_names(task, task_registry.get(task), task_args)
+    return {
+        key: coerce_value(f"task.{key}", value, hints[key]) if key in hints else value
+        for key, value in task_args.items()
+    }
+
+
+def _check_task_arg_names(task: str, cls: type, task_args: dict[str, Any]) -> None:
+    """An argument the task's constructor does not take: a one-line UsageError with a
+    did-you-mean and the valid arguments (constructors taking **kwargs accept anything)."""
+    import inspect
+
+    params = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    valid = [name for name in params if name != "self"]
+    for key in task_args:
+        if key not in valid:
+            raise UsageError(
+                f"task.{key}: unknown argument of task {task!r}{did_you_mean(key, valid)}; "
+                f"valid arguments: {', '.join(valid) or 'none'}"
+            )

@@ -1,8 +1,16 @@
-"""User-facing errors: anything a user can fix by changing their command or config.
+"""User-facing errors: anything a user can fix by changing their command or config, and the
+ways a run ends early.
 
 The CLI turns these (and the ValueErrors subclasses that leaf packages raise for bad names)
-into a one-line message and exit code 2, never a traceback.
+into a one-line message and exit code 2, never a traceback. A run that stops itself or is
+terminated records how it ended in its run directory first (`bench.train.outcome`).
 """
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from results.rundir import RunOutcome
 
 
 class UsageError(ValueError):
@@ -10,10 +18,18 @@ class UsageError(ValueError):
 
 
 class RunStopped(RuntimeError):
-    """A run that stopped itself for a reason the user should read (diverged, starved).
+    """A run that stopped itself for a reason the user should read (non-finite losses, starved
+    rollouts); each subclass names the outcome the run records (`outcome`).
 
     The CLI prints the message without a traceback and exits with code 1; completed
     checkpoints and metrics stay on disk."""
+
+    outcome: ClassVar[RunOutcome]
+
+
+class RunTerminated(BaseException):
+    """SIGTERM reached a training run (`bench.train.outcome.terminate_raises`): like Ctrl-C,
+    not an error of the run, so no `except Exception` on the way swallows it."""
 
 
 class ModelLoadError(UsageError):

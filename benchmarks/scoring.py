@@ -1,5 +1,8 @@
-"""Scores of an evaluation from its records: avg@k, pass@k, confidence intervals, per-group
-breakdowns, and the flat `eval/<benchmark>/` metrics of a training run.
+"""Scores of an evaluation from its records: each problem's score, avg@k, pass@k, confidence
+intervals, per-group breakdowns, and the flat `eval/<benchmark>/` metrics of a training run.
+
+`correct_by_problem` is the one reader of per-problem results: summaries, sweeps' objectives
+and pruners, reports and `python -m results.compare` all score problems through it.
 
 Pure functions of the records (and the problems' meta values), so an evaluation's summary can
 be recomputed from its `<bench>.jsonl` file without the runtime (`results/` does, for reports).
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from benchmarks import stats
@@ -36,6 +39,20 @@ def _pass_rate_ci95(pass1: Sequence[float]) -> tuple[float | None, list[float | 
     return _finite(normal["stderr"]), [_finite(normal["ci_low"]), _finite(normal["ci_high"])]
 
 
+def correct_by_problem(records: Iterable[Mapping[str, Any]]) -> dict[str, list[bool]]:
+    """Each problem's samples' correctness, problems in the order the records first name them."""
+    by_problem: dict[str, list[bool]] = {}
+    for r in records:
+        by_problem.setdefault(str(r["problem_id"]), []).append(bool(r["correct"]))
+    return by_problem
+
+
+def problem_scores(records: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Each problem's score, the fraction of its samples that are correct (its Pass@1 estimate;
+    avg@k is their mean), problems in the order the records first name them."""
+    return {problem: sum(c) / len(c) for problem, c in correct_by_problem(records).items()}
+
+
 def summarize(
     records: Sequence[Mapping[str, Any]],
     spec: BenchmarkSpec,
@@ -47,9 +64,7 @@ def summarize(
 ) -> dict[str, Any]:
     """The summary of an eval from its records (every problem must have exactly `k` samples);
     with `spec.breakdown` set, `problems` supply the meta values avg@k is split by."""
-    by_problem: dict[str, list[bool]] = {}
-    for r in records:
-        by_problem.setdefault(r["problem_id"], []).append(bool(r["correct"]))
+    by_problem = correct_by_problem(records)
     if any(len(v) != k for v in by_problem.values()):
         raise ValueError(f"summarize: every problem needs {k} samples")
     correct = list(by_problem.values())

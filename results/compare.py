@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from benchmarks.scoring import correct_by_problem, problem_scores
 from benchmarks.stats import paired_bootstrap
 from results.tables import print_table
 
@@ -30,30 +30,31 @@ class CompareError(ValueError):
 
 
 def per_problem_scores(path: str | Path) -> tuple[str, dict[str, float], int]:
-    """Read an eval record file: its benchmark name, each problem's mean `correct` over its
-    samples, and the largest number of samples any problem has (the k of avg@k)."""
+    """Read an eval record file: its benchmark name, each problem's score
+    (`benchmarks.scoring.problem_scores`) and the largest number of samples any problem has
+    (the k of avg@k)."""
     path = Path(path)
     if not path.is_file():
         raise CompareError(f"{path}: no such file (give the <bench>.jsonl that bench eval wrote)")
-    outcomes: dict[str, list[bool]] = defaultdict(list)
-    benchmarks: set[str] = set()
+    records: list[dict[str, Any]] = []
     for line_no, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
-            outcomes[str(record["problem_id"])].append(bool(record["correct"]))
+            records.append({"problem_id": str(record["problem_id"]), "correct": bool(record["correct"])})
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise CompareError(
                 f"{path}:{line_no}: not an eval record (needs problem_id and correct): {exc}"
             ) from None
-        benchmarks.add(str(record.get("benchmark", "?")))
-    if not outcomes:
+        records[-1]["benchmark"] = str(record.get("benchmark", "?"))
+    if not records:
         raise CompareError(f"{path}: holds no eval records")
+    benchmarks = {r["benchmark"] for r in records}
     if len(benchmarks) > 1:
         raise CompareError(f"{path}: mixes benchmarks {sorted(benchmarks)}")
-    scores = {pid: sum(v) / len(v) for pid, v in outcomes.items()}
-    return benchmarks.pop(), scores, max(len(v) for v in outcomes.values())
+    samples = correct_by_problem(records)
+    return benchmarks.pop(), problem_scores(records), max(len(v) for v in samples.values())
 
 
 def compare(paths: list[str | Path], n_boot: int = 10000, seed: int = 0) -> list[dict[str, Any]]:

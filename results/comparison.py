@@ -11,55 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from benchmarks.scoring import correct_by_problem
 from results.evals import read_records, read_summary
+from results.experiments import FINAL_EVAL_DIR, SPEC_FILE, RunState, arm_slug, read_status
 from results.rundir import RunDir
-
-STATUS_DIR = "status"
-SPEC_FILE = "comparison.json"
-FINAL_EVAL_DIR = "final"  # runs/<run>/evals/final/<bench>.jsonl: the selected checkpoint's evaluation
-
-
-def arm_slug(name: str) -> str:
-    """An arm's name as a directory name (`ppo:vapo` -> `ppo_vapo`); a run is `<slug>-s<seed>`."""
-    return re.sub(r"[^A-Za-z0-9+._-]", "_", name)
-
-
-def read_status(out: Path, run: str) -> dict[str, Any] | None:
-    """The status record a worker wrote for `run` of the comparison in `out` (None: none yet)."""
-    path = Path(out) / STATUS_DIR / f"{run}.json"
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def select_checkpoint(run_dir: Path, select: str | None) -> tuple[Path | None, str]:
-    """(checkpoint to evaluate, the rule that chose it) by the comparison's selection rule:
-    None/"final" -> the newest intact checkpoint; "best-on=BENCH" -> the checkpoint of the step
-    whose in-training evaluation on BENCH scored highest (the earliest such step on ties)."""
-    run = RunDir(run_dir)
-    if select in (None, "final"):
-        checkpoint, _ = run.latest_intact_checkpoint()
-        if checkpoint is None:
-            return None, "no intact checkpoint to evaluate"
-        return checkpoint, f"final checkpoint ({checkpoint.name})"
-    bench = select.partition("=")[2]
-    key = f"eval/{bench}/avg_at_k"
-    scored = [
-        (r[key], -r["step"]) for r in run.read_metrics() if r.get(key) is not None and r.get("step", 0) > 0
-    ]
-    if not scored:
-        return None, f"no in-training evaluation on {bench} to select by"
-    score, neg_step = max(scored)
-    checkpoint = run.checkpoint_dir(-neg_step)
-    if not checkpoint.is_dir():
-        return None, f"the best step on {bench} ({-neg_step}) has no checkpoint"
-    return checkpoint, f"best on {bench} (step {-neg_step}, avg@k {score:.4f})"
-
 
 COLLAPSE_FRACTION = 0.5
 """A run whose training reward over its last tenth of steps fell below this fraction of its best
@@ -82,12 +43,14 @@ def reward_collapsed(rewards: list[float | None]) -> bool:
 class Comparison:
     """What `load` returns: the spec(s) and four frames.
 
-    - `runs`: one row per run: run, arm, seed, path, state, detail, stopped_by, steps and the
-      consumption (trajectories, generated_trajectories, generated_tokens, elapsed_s,
-      learner_s, critic_s, critic_share), selected checkpoint, config hash, commit;
+    - `runs`: one row per run: run, arm, seed, path, state (the worker's `RunState`), detail,
+      outcome and stopped_by (as the run recorded them, `results.rundir.RunDir.read_outcome`),
+      steps and the consumption (trajectories, generated_trajectories, generated_tokens,
+      elapsed_s, learner_s, critic_s, critic_share), selected checkpoint, config hash, commit;
     - `metrics`: one row per (run, step) with every metric of metrics.jsonl (arm, seed, run);
-    - `records`: one row per final evaluation sample: arm, seed, run, benchmark, problem_id,
-      sample_index, correct;
+    - `scores`: one row per problem of a final evaluation: arm, seed, run, benchmark,
+      problem_id, correct and samples (how many of its samples were correct, of how many:
+      `benchmarks.scoring.correct_by_problem`) and score (their fraction);
     - `summaries`: one row per (run, benchmark) of the final evaluation: avg_at_k, k,
       n_problems, version, data_hash, sampling, seed, model.
     """
@@ -95,7 +58,7 @@ class Comparison:
     specs: list[dict[str, Any]]
     runs: pd.DataFrame
     metrics: pd.DataFrame
-    records: pd.DataFrame
+    scores: pd.DataFrame
     summaries: pd.DataFrame
     sources: list[Path] = field(default_factory=list)
 
@@ -125,7 +88,7 @@ def load(paths: list[str | Path]) -> Comparison:
     """Read comparison directories and/or run directories (module docstring). Arms are named
     as the comparison names them (a plain run: `algo[:preset]`); when the runs are of several
     tasks, `@task` is appended so that runs of different tasks never pool."""
-    specs, entries, rows, metrics, records, summaries = [], [], [], [], [], []
+    specs, entries, rows, metrics, scores, summaries = [], [], [], [], [], []
     for source in map(Path, paths):
         if (source / SPEC_FILE).exists():
             spec = json.loads((source / SPEC_FILE).read_text())
@@ -141,16 +104,16 @@ def load(paths: list[str | Path]) -> Comparison:
         for e in entries:
             e["arm"] = f"{e['arm']}@{e['task']}"
     for entry in entries:
-        row, run_metrics, run_records, run_summaries = _read_run(entry)
+        row, run_metrics, run_scores, run_summaries = _read_run(entry)
         rows.append(row)
         metrics += run_metrics
-        records += run_records
+        scores += run_scores
         summaries += run_summaries
     return Comparison(
         specs,
         pd.DataFrame(rows),
         pd.DataFrame(metrics),
-        pd.DataFrame(records),
+        pd.DataFrame(scores),
         pd.DataFrame(summaries),
         [Path(p) for p in paths],
     )
@@ -162,7 +125,7 @@ def _spec_runs(out: Path, spec: dict[str, Any]) -> list[dict[str, Any]]:
     for arm in spec["arms"]:
         for seed in spec["seeds"]:
             run = f"{arm_slug(arm['name'])}-s{seed}"
-            status = read_status(out, run) or {"state": "pending"}
+            status = read_status(out, run) or {"state": RunState.PENDING}
             entries.append(
                 {
                     "run": run,
@@ -177,17 +140,22 @@ def _spec_runs(out: Path, spec: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _plain_run(path: Path) -> dict[str, Any]:
-    """A run directory outside a comparison: its arm is `algo[:preset]`, its state from summary.json."""
-    config = RunDir(path).read_config()
+    """A run directory outside a comparison: its arm is `algo[:preset]`, its state the outcome
+    the run recorded (`unfinished` when it never started training)."""
+    run = RunDir(path)
+    config = run.read_config()
     arm = config["algo"] + (f":{config['algo_preset']}" if config.get("algo_preset") else "")
-    done = (path / "summary.json").exists()
+    end = run.read_outcome()
     return {
         "run": path.name,
         "arm": arm,
         "seed": config.get("seed", 0),
         "task": config.get("task"),
         "path": path,
-        "status": {"state": "finished" if done else "unfinished"},
+        "status": {
+            "state": "unfinished" if end is None else str(end.outcome),
+            "detail": "" if end is None else end.detail,
+        },
     }
 
 
@@ -211,8 +179,10 @@ def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list
     env = json.loads((path / "env.json").read_text()) if (path / "env.json").exists() else {}
     row["commit"] = env.get("git_commit")
     summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").exists() else {}
+    end = run.read_outcome()
     row.update(
-        stopped_by=summary.get("stopped_by"),
+        outcome=None if end is None else str(end.outcome),
+        stopped_by=None if end is None or end.stopped_by is None else str(end.stopped_by),
         wall_s=summary.get("wall_s"),
         nonfinite_skipped=summary.get("nonfinite_skipped"),
     )
@@ -238,7 +208,7 @@ def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list
     final = path / "evals" / FINAL_EVAL_DIR
     selected = final / "selected.json"
     row["selected"] = json.loads(selected.read_text()).get("rule") if selected.exists() else None
-    records, summaries = [], []
+    scores, summaries = [], []
     for summary_path in sorted(final.glob("*.summary.json")) if final.is_dir() else []:
         s = read_summary(summary_path)
         bench = s["benchmark"]
@@ -256,14 +226,15 @@ def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list
                 "model": s.get("provenance", {}).get("model"),
             }
         )
-        for r in read_records(final / f"{bench}.jsonl"):
-            records.append(
+        for problem, correct in correct_by_problem(read_records(final / f"{bench}.jsonl")).items():
+            scores.append(
                 {
                     **ids,
                     "benchmark": bench,
-                    "problem_id": r["problem_id"],
-                    "sample_index": r["sample_index"],
-                    "correct": bool(r["correct"]),
+                    "problem_id": problem,
+                    "score": sum(correct) / len(correct),
+                    "correct": sum(correct),
+                    "samples": len(correct),
                 }
             )
-    return row, metric_rows, records, summaries
+    return row, metric_rows, scores, summaries

@@ -6,6 +6,16 @@ needs the runtime.
 Writes are crash-safe: metrics lines are flushed and fsynced one by one, checkpoints are
 written to a temporary directory and renamed into place, so a `kill -9` never leaves a
 half-written checkpoint that `--resume` would pick up.
+
+How a run ended is written by the run itself into summary.json, as typed values: `outcome`
+(`RunOutcome`), `stopped_by` (the `results.budgets.BudgetKind` of a finished run), `detail`
+(the reason of any other outcome) and the `pid` of the process that wrote it. A run marks
+itself `running` when training starts (`mark_running`) and writes its end on every path it
+sees: finished, a stop of its own (non-finite, starved), killed (SIGTERM, Ctrl-C) or failed (an
+exception). What it cannot see, SIGKILL or a lost machine, leaves `running` behind: a reader
+(`read_outcome`) takes `running` with no live holder of the run's lock for `killed`. A process
+that finds the directory locked by another ends with `BUSY_EXIT_CODE` (`RunDirBusy`), so that a
+scheduler can tell a duplicate start from a failure without reading its output.
 """
 
 from __future__ import annotations
@@ -16,17 +26,60 @@ import json
 import math
 import os
 import shutil
+import time
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
+
+from results.budgets import BudgetKind
 
 CHECKPOINT_PREFIX = "step_"
 MANIFEST = "manifest.json"
 """Written last into every checkpoint: the size and sha256 of each of its files."""
 LOCK_FILE = "run.lock"
+SUMMARY_FILE = "summary.json"
+BUSY_EXIT_CODE = 75
+"""Exit code of a process that found its run directory locked by another (EX_TEMPFAIL)."""
+LOCK_WAIT_S = 1.0
+"""How long `RunDir.lock` retries a held lock: a reader's probe (`RunDir.is_locked`) holds it
+for microseconds, a training process for the whole run."""
+
+
+class RunOutcome(StrEnum):
+    """How a run ended (summary.json `outcome`)."""
+
+    RUNNING = "running"
+    """training, or ended without a word (SIGKILL, power loss): `read_outcome` tells which"""
+    FINISHED = "finished"
+    """its budget stopped it (`stopped_by` says which kind)"""
+    NON_FINITE = "non-finite"
+    """it stopped itself after `nan_patience` non-finite losses or gradients in a row (diverged)"""
+    STARVED = "starved"
+    """it stopped itself: the algorithm rejected every rollout group for too long"""
+    KILLED = "killed"
+    """SIGTERM or Ctrl-C, or it died without recording an outcome"""
+    FAILED = "failed"
+    """an exception ended it (`detail` names it)"""
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """What `RunDir.read_outcome` returns."""
+
+    outcome: RunOutcome
+    stopped_by: BudgetKind | None = None
+    detail: str = ""
+    pid: int | None = None
+    """the process that wrote the outcome (None in summaries written before outcomes were)"""
 
 
 class RunDirError(ValueError):
     """A run directory that cannot be used as asked (e.g. --out of a non-empty directory)."""
+
+
+class RunDirBusy(RunDirError):
+    """The run directory is locked by another live process (exit code `BUSY_EXIT_CODE`)."""
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -161,24 +214,46 @@ class RunDir:
 
     def lock(self) -> None:
         """Hold this run directory exclusively for the life of the process (or until `unlock`):
-        a second process that trains or resumes it gets RunDirError. The lock is an flock, so
+        a second process that trains or resumes it gets RunDirBusy. The lock is an flock, so
         the kernel drops it when the holder dies, even by SIGKILL."""
         key = str(self.path.resolve())
         if key in _HELD:
             return
         self.path.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "another process"
-            os.close(fd)
-            raise RunDirError(
-                f"run directory {self.path} is in use by {holder}; wait for it to finish or stop it first"
-            ) from None
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                holder = os.read(fd, 64).decode(errors="replace").strip() or "another process"
+                os.close(fd)
+                raise RunDirBusy(
+                    f"run directory {self.path} is in use by {holder}; wait for it to finish or stop it first"
+                ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()}".encode())
         _HELD[key] = fd
+
+    def is_locked(self) -> bool:
+        """Whether a live process (this one included) holds the run's lock."""
+        if str(self.path.resolve()) in _HELD:
+            return True
+        try:
+            fd = os.open(self.path / LOCK_FILE, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing drops the probe's lock at once
+        return False
 
     def unlock(self) -> None:
         """Release `lock` (a no-op when this process does not hold it)."""
@@ -188,13 +263,45 @@ class RunDir:
             os.close(fd)
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        """Write summary.json (final metrics, timing, counts)."""
-        write_json_atomic(self.path / "summary.json", summary)
+        """Write summary.json (its outcome, final metrics, timing, counts)."""
+        write_json_atomic(self.path / SUMMARY_FILE, summary)
+
+    def mark_running(self) -> None:
+        """Record that this process trains the run now (summary.json `outcome: running`)."""
+        self.write_summary({"outcome": RunOutcome.RUNNING, "pid": os.getpid(), "started": time.time()})
+
+    def read_outcome(self) -> RunEnd | None:
+        """How the run ended (module docstring); None when it never started training. A
+        summary written before outcomes were recorded is a finished run's (only those wrote one)."""
+        path = self.path / SUMMARY_FILE
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        outcome = RunOutcome(data.get("outcome", RunOutcome.FINISHED))
+        stopped_by = data.get("stopped_by")
+        kind = BudgetKind(stopped_by) if stopped_by in tuple(BudgetKind) else None
+        detail = str(data.get("detail") or "")
+        if outcome is RunOutcome.RUNNING and not self.is_locked():
+            outcome = RunOutcome.KILLED
+            detail = "its process ended without recording an outcome (SIGKILL, out of memory, a lost machine)"
+        return RunEnd(outcome, kind, detail, data.get("pid"))
 
 
 _HELD: dict[str, int] = {}
 """Run directories this process has locked -> the open lock file (flock is per open file, so a
 second lock of the same directory in one process must reuse it)."""
+
+
+def _locks_stay_with_the_parent() -> None:
+    """In a forked child (e.g. the rollout engine's process): close the inherited lock files, so
+    that the lock is the locking process's alone and goes when it dies (a child that outlives it
+    for a moment would otherwise hold the run, and a reader would not see it killed)."""
+    for fd in _HELD.values():
+        os.close(fd)
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_locks_stay_with_the_parent)
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Starting a comparison's workers on this machine and waiting for them.
+"""Starting a comparison's or sweep's workers on this machine and waiting for them.
 
 Cores: with W workers on a machine of C cores, worker i runs its runs pinned to its own
 C // W cores (each run then uses one learner thread per core beside its engine child: see
@@ -19,7 +19,48 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+from algorithms.fields import doc
+from sweeps.queue import LEASE_S
+
+DEFAULT_WORKERS = 2
+"""Runs side by side on one machine; each gets its share of the cores (module docstring)."""
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """Where and how a comparison or sweep runs (not part of its spec: the same experiment may
+    run with any of these). The fields with a flag are `bench compare`'s and `bench sweep`'s
+    options (`bench.commands.add_field_options`)."""
+
+    workers: int = doc(
+        "worker processes on this machine, each on its share of the cores",
+        flag="--workers",
+        metavar="W",
+        default=DEFAULT_WORKERS,
+    )
+    storage: str = doc(
+        "Optuna storage of the run queue: a journal file in --out by default (one machine); "
+        "postgresql://user@host/db to add workers on other machines",
+        flag="--storage",
+        metavar="URL",
+        default="",
+    )
+    out: str | None = doc(
+        "the experiment's directory (default: comparisons/ or sweeps/<task>-<hash of the settings>, so "
+        "the same command resumes it)",
+        flag="--out",
+        metavar="DIR",
+        default=None,
+    )
+    lease_seconds: float = doc(
+        "how long a silent worker keeps its run before others take it over",
+        flag="--lease-seconds",
+        metavar="S",
+        default=LEASE_S,
+    )
 
 
 def core_sets(workers: int) -> list[list[int] | None]:
@@ -55,13 +96,13 @@ def _die_with_parent() -> None:
         pass
 
 
-def run_workers(out: Path, workers: int, module: str = "sweeps.worker") -> list[int]:
-    """Start `workers` worker processes (`python -m MODULE OUT`: comparison workers, or
-    `sweeps.sweep_worker`) and wait for all; their exit codes. Ctrl-C stops them (their runs
-    keep their checkpoints; the same command resumes)."""
+def run_workers(out: Path, workers: int) -> list[int]:
+    """Start `workers` worker processes (`python -m sweeps.worker OUT`, for a comparison or a
+    sweep directory) and wait for all; their exit codes. Ctrl-C stops them (their runs keep their
+    checkpoints; the same command resumes)."""
     procs = []
     for cores, gpus in zip(core_sets(workers), gpu_sets(workers)):
-        args = [sys.executable, "-m", module, str(out)]
+        args = [sys.executable, "-m", "sweeps.worker", str(out)]
         if cores:
             args += ["--cores", ",".join(map(str, cores))]
         env = dict(os.environ) if gpus is None else {**os.environ, "CUDA_VISIBLE_DEVICES": gpus}

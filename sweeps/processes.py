@@ -13,10 +13,6 @@ import time
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
-IN_USE = "is in use by"
-"""What `bench run` says (exit code 2) when another process holds the run directory."""
-STOPPED_PREFIX = "bench: run stopped:"
-"""How `bench run` reports a run that ended itself (RunStopped: diverged, starved), exit code 1."""
 
 
 def _child_setup(cores: list[int] | None):
@@ -55,19 +51,7 @@ def run_bench(args: list[str], log: Path, cores: list[int] | None) -> int:
 
 
 def last_line(log: Path) -> str:
-    """The last meaningful line of a log (an error message, a traceback's last line)."""
+    """The last meaningful line of a log (an error message, a traceback's last line): quoted in
+    the detail of a failure, never read to tell how a run ended (`sweeps.runs`)."""
     lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
     return lines[-1][:500] if lines else "no output"
-
-
-def outcome(code: int, log: Path) -> tuple[str, str]:
-    """("finished" | "stopped" | "busy" | "failed", detail) of a `bench run` that exited with
-    `code`; "busy": another live process holds the run directory (a duplicate claim)."""
-    last = last_line(log)
-    if code == 0:
-        return "finished", ""
-    if code == 2 and IN_USE in last:  # another live process trains this run: not this run's failure
-        return "busy", last
-    if code == 1 and last.startswith(STOPPED_PREFIX):  # the run ended itself: a result, not a crash
-        return "stopped", last.removeprefix(STOPPED_PREFIX).strip()
-    return "failed", f"bench run exited with {code}: {last}"

@@ -36,13 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.errors import UsageError
+from sweeps.errors import ExperimentError
 
 LEASE_S = 90.0
 """Default lease of a claimed run (seconds without a renewal before others take it over)."""
 
 
-class QueueError(UsageError):
+class QueueError(ExperimentError):
     """A storage that cannot be used (one-line message)."""
 
 

@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from results.tables import format_table
+from sweeps.errors import ExperimentError
 from sweeps.queue import open_storage
-from sweeps.study import SweepSpec, load_spec
+from sweeps.spec import load_spec
+from sweeps.sweep import SweepSpec
 
 SUMMARY_FILE = "sweep_summary.json"
 PLOTS = ("optimization_history", "parallel_coordinate", "param_importances", "slice", "intermediate_values")
@@ -109,7 +111,7 @@ def show(out: Path, plots: bool = True) -> str:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # "no complete trials yet" is in the counts
-    spec, data = load_spec(out)
+    spec, data = load_spec(out, SweepSpec)
     storage = open_storage(data.get("storage") or "", out / "study.journal")
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     summary: dict[str, Any] = {"sweep": _describe(spec), "arms": {}}
@@ -222,14 +224,12 @@ def best_arms(sweep_dirs: list[Path]) -> tuple[list, dict[str, Any]]:
     on everything in SAME_TUNING: a fair comparison gives every arm the same search."""
     import optuna
 
-    from sweeps.study import SweepError
-
-    loaded = [(Path(d), *load_spec(Path(d))) for d in sweep_dirs]
+    loaded = [(Path(d), *load_spec(Path(d), SweepSpec)) for d in sweep_dirs]
     first_dir, first, _ = loaded[0]
     for other_dir, other, _ in loaded[1:]:
         for key in SAME_TUNING:
             if getattr(other, key) != getattr(first, key):
-                raise SweepError(
+                raise ExperimentError(
                     f"--params-from-sweep: {first_dir} and {other_dir} differ in {key} "
                     f"({getattr(first, key)!r} vs {getattr(other, key)!r}); every arm needs the same tuning"
                 )
@@ -238,7 +238,7 @@ def best_arms(sweep_dirs: list[Path]) -> tuple[list, dict[str, Any]]:
     for out, spec, data in loaded:
         for arm, params in _best_of_sweep(out, spec, data):
             if arm.name in best:
-                raise SweepError(f"--params-from-sweep: arm {arm.name} is in more than one sweep")
+                raise ExperimentError(f"--params-from-sweep: arm {arm.name} is in more than one sweep")
             arms.append(arm)
             best[arm.name] = params
     tuning = {
@@ -261,9 +261,8 @@ def _best_of_sweep(out: Path, spec: SweepSpec, data: dict[str, Any]) -> list[tup
 
     from algorithms import registry
     from algorithms.renames import current_key
-    from sweeps.grid import Arm
     from sweeps.spaces import as_layer
-    from sweeps.study import SweepError
+    from sweeps.spec import Arm
 
     storage = open_storage(data.get("storage") or "", out / "study.journal")
     fixed = {name: t["fixed"] for name, t in spec.space.items() if isinstance(t, dict) and "fixed" in t}
@@ -272,7 +271,7 @@ def _best_of_sweep(out: Path, spec: SweepSpec, data: dict[str, Any]) -> list[tup
         study = optuna.load_study(study_name=spec.study_name(arm), storage=storage)
         done = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
         if not done:
-            raise SweepError(f"--params-from-sweep {out}: {arm.name} has no completed trial yet")
+            raise ExperimentError(f"--params-from-sweep {out}: {arm.name} has no completed trial yet")
         trial = study.best_trial
         cls = registry.get(arm.algo)
         params = {current_key(cls, name): value for name, value in {**fixed, **trial.params}.items()}

@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.errors import UsageError
+from sweeps.errors import ExperimentError
 
 KINDS = ("float", "int", "categorical")
 
 
-class SpaceError(UsageError):
+class SpaceError(ExperimentError):
     """A search space that cannot be used (one-line message)."""
 
 

@@ -1,58 +1,132 @@
-"""One sweep trial: its parameters from the sampler, a run per seed, the objective, pruning.
+"""A sweep's trials as a worker plays them (`sweeps.worker`): a claimed trial's parameters from
+the sampler, a run per seed, the objective, pruning; then Optuna is told the outcome.
 
-Each seed's run is an ordinary `bench run` process (its directory `<arm>/<slot>-s<seed>/`, its
-parameters in config.json, the Optuna study and trial number added to summary.json), resumed
-with `--resume` when a retried trial finds it. While it trains, the worker reads its
-metrics.jsonl and reports the in-training curve to Optuna (hyperband: the objective's
-in-training evaluation, or the mean training reward of the last 10 steps for `reward/final`);
-after it, the objective: `bench eval` of the final checkpoint on the objective's benchmark
-(whose per-problem scores the Wilcoxon pruner sees, step = seed index x problems + problem
-index, the same ids in every trial) or the final training reward. A pruned trial's run is
-killed (its directory stays); a trial's value is the mean over its seeds.
+Each seed's run is an ordinary `bench run` process (`sweeps.runs.train_or_resume`; its
+directory `<arm>/<slot>-s<seed>/`, its parameters in config.json, the Optuna study and trial
+number added to summary.json), resumed with `--resume` when a retried trial finds it. While it
+trains, the worker reads its metrics.jsonl and reports the in-training curve to Optuna
+(hyperband: the objective's in-training evaluation, or the mean training reward of the last
+10 steps for `reward/final`); after it, the objective: `bench eval` of the final checkpoint on
+the objective's benchmark (whose per-problem scores the Wilcoxon pruner sees, step = seed
+index x problems + problem index, the same ids in every trial) or the final training reward. A
+pruned trial's run is killed (its directory stays); a trial's value is the mean over its seeds.
+
+Outcomes (`TrialStatus`, in `status/<arm>/<slot>.json`): COMPLETE (a seed whose run stopped
+itself, e.g. non-finite losses, is evaluated and noted in `detail`), PRUNED, FAIL (the reason
+in the trial's `fail_reason`). A trial of a dead worker is taken over by the queue's lease and
+resumes its runs.
 """
 
 from __future__ import annotations
 
-import json
+import sys
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from benchmarks.scoring import problem_scores
+from results.evals import read_records
+from results.experiments import RunState
 from results.rundir import RunDir, write_json_atomic
-from sweeps.grid import Arm, EvalPlan
-from sweeps.processes import outcome, start_bench
-from sweeps.queue import Claim, RunQueue
-from sweeps.spaces import Param, as_layer
-from sweeps.study import FINAL_REWARD, SweepSpec
-from sweeps.worker import evaluate_checkpoint
+from sweeps.comparison import EvalPlan
+from sweeps.queue import LEASE_S, Claim, RunQueue, open_storage
+from sweeps.runs import add_to_summary, evaluate_checkpoint, train_or_resume
+from sweeps.search import REWARD_WINDOW, expected_reports, make_pruner, make_sampler, trial_values
+from sweeps.spaces import as_layer
+from sweeps.spec import Arm, load_spec
+from sweeps.sweep import FINAL_REWARD, SweepSpec, arm_spaces
 
-REWARD_WINDOW = 10  # steps averaged into one reward report / the final reward
-POLL_S = 1.0
+
+class TrialStatus(StrEnum):
+    """A trial as its worker records it (status/<arm>/<slot>.json `state`)."""
+
+    RUNNING = "running"
+    COMPLETE = "complete"
+    PRUNED = "pruned"
+    FAILED = "failed"
+    BUSY = "busy"
+    """another live process trains one of its runs: a duplicate claim, dropped"""
 
 
 class Pruned(Exception):
     """The pruner stopped the trial."""
 
 
-def suggest(trial: Any, p: Param) -> Any:
-    """The trial's value of `p` (the sampler's choice, or the enqueued fixed value)."""
-    if p.kind == "float":
-        return trial.suggest_float(p.name, p.low, p.high, log=p.log)
-    if p.kind == "int":
-        return trial.suggest_int(p.name, int(p.low), int(p.high), log=p.log)
-    return trial.suggest_categorical(p.name, list(p.choices))
+class SweepTrials:
+    """The experiment of a sweep directory (`sweeps.worker.Experiment`): one queue per arm."""
 
+    def __init__(self, out: Path, cores: list[int] | None) -> None:
+        self.out, self.cores = out, cores
+        self.spec, data = load_spec(out, SweepSpec)
+        storage = open_storage(data.get("storage") or "", out / "study.journal")
+        spaces = arm_spaces(data, self.spec)
+        self.queues, self.arms = [], {}
+        self.playing: dict[int, tuple[Any, Path]] = {}  # claimed trial id -> (its Optuna trial, status file)
+        for arm in self.spec.arms:
+            space = spaces[arm.name]
+            queue = RunQueue(
+                storage,
+                self.spec.study_name(arm),
+                lease_s=float(data.get("lease_s", LEASE_S)),
+                direction=self.spec.direction,
+                sampler=make_sampler(self.spec.sampler, space.params),
+                pruner=make_pruner(
+                    self.spec.pruner, expected_reports(self.spec, space.trajectories_per_step)
+                ),
+            )
+            self.queues.append(queue)
+            self.arms[queue.study.study_name] = (arm, space)
 
-def trial_values(
-    queue: RunQueue, claim: Claim, params: list[Param], fixed: dict[str, Any]
-) -> tuple[Any, dict]:
-    """(the Optuna Trial of a claimed trial, its parameter values), as `study.ask` would make them."""
-    import optuna
+    def play(self, queue: RunQueue, claim: Claim) -> dict[str, Any]:
+        """Sample the trial's parameters and run it (module docstring); its status record."""
+        arm, space = self.arms[queue.study.study_name]
+        status_path = self.out / "status" / arm.slug / f"{claim.run}.json"
+        status_path.parent.mkdir(parents=True, exist_ok=True)
+        started = time.time()  # the trial's wall time runs from here to its result in the storage
+        trial, values = trial_values(queue, claim, space.params, space.fixed)
+        running = {
+            "trial": claim.number,
+            "state": TrialStatus.RUNNING,
+            "params": values,
+            "worker": queue.worker,
+        }
+        write_json_atomic(status_path, {**running, "started": started})
+        try:
+            result = TrialRun(self.out, self.spec, arm, trial, claim, values, self.cores).run()
+        except Exception as exc:  # e.g. sampled parameters no config accepts: the trial fails, not the worker
+            result = {"state": TrialStatus.FAILED, "detail": f"{type(exc).__name__}: {exc}"}
+        result.update(
+            trial=claim.number, params=values, worker=queue.worker, started=started, ended=time.time()
+        )
+        write_json_atomic(status_path, result)
+        self.playing[claim.trial_id] = (trial, status_path)
+        return result
 
-    study = queue.study
-    study.sampler.before_trial(study, queue.storage.get_trial(claim.trial_id))
-    trial = optuna.trial.Trial(study, claim.trial_id)
-    return trial, {**fixed, **{p.name: suggest(trial, p) for p in params}}
+    def record(self, queue: RunQueue, claim: Claim, result: dict[str, Any]) -> None:
+        """Tell Optuna: the value, pruned, failed (with the reason), or drop a duplicate."""
+        from optuna.trial import TrialState
+
+        trial, status_path = self.playing.pop(claim.trial_id)
+        try:
+            if result["state"] == TrialStatus.COMPLETE:
+                trial.set_user_attr("detail", result["detail"])
+                queue.study.tell(trial, result["value"])
+            elif result["state"] == TrialStatus.BUSY:
+                queue.drop_duplicate(claim, result["detail"])
+            elif result["state"] == TrialStatus.PRUNED:
+                trial.set_user_attr("detail", result["detail"])
+                queue.study.tell(trial, state=TrialState.PRUNED)
+            else:
+                trial.set_user_attr("fail_reason", result["detail"])
+                queue.study.tell(trial, state=TrialState.FAIL)
+            write_json_atomic(status_path, {**result, "recorded": time.time()})
+        except Exception as exc:  # taken over meanwhile: the runs' directories keep what was done
+            arm, _ = self.arms[queue.study.study_name]
+            print(
+                f"sweep worker: trial {claim.number} of {arm.name} was finished elsewhere ({exc})",
+                file=sys.stderr,
+            )
 
 
 class TrialRun:
@@ -61,83 +135,53 @@ class TrialRun:
     def __init__(
         self, out: Path, spec: SweepSpec, arm: Arm, trial: Any, claim: Claim, values: dict, cores
     ) -> None:
-        self.out, self.spec, self.arm, self.trial, self.claim, self.values, self.cores = (
-            out,
-            spec,
-            arm,
-            trial,
-            claim,
-            values,
-            cores,
-        )
+        self.out, self.spec, self.arm, self.trial, self.claim = out, spec, arm, trial, claim
+        self.values, self.cores = values, cores
         self.reports = 0  # in-training reports so far (the hyperband step)
         self.wilcoxon = spec.pruner == "wilcoxon"
 
     def run(self) -> dict[str, Any]:
-        """{"state": complete | pruned | failed, "value", "detail", "seeds"}."""
+        """{"state": complete | pruned | failed | busy, "value", "detail", "seeds"}."""
         scores, stopped = [], []
         for index, seed in enumerate(self.spec.seeds):
             run_dir = self.out / self.arm.slug / f"{self.claim.run}-s{seed}"
             try:
-                state, detail = self._train(run_dir, seed)
-                if state in ("failed", "busy"):
-                    return {"state": state, "detail": detail}
-                if state == "stopped":
-                    stopped.append(f"seed {seed}: {detail}")
+                result = self._train(run_dir, seed)
+                if result.state in (RunState.FAILED, RunState.BUSY):
+                    state = TrialStatus.BUSY if result.state is RunState.BUSY else TrialStatus.FAILED
+                    return {"state": state, "detail": result.detail}
+                if result.state is RunState.STOPPED:
+                    stopped.append(f"seed {seed}: {result.detail}")
                 score, per_problem = self._objective(run_dir)
                 if per_problem is not None and self.wilcoxon:
                     self._report_problems(index, per_problem)
             except Pruned as why:
-                return {"state": "pruned", "detail": str(why)}
+                return {"state": TrialStatus.PRUNED, "detail": str(why)}
             except RuntimeError as exc:  # the evaluation failed
-                return {"state": "failed", "detail": str(exc)}
+                return {"state": TrialStatus.FAILED, "detail": str(exc)}
             scores.append(score)
         return {
-            "state": "complete",
+            "state": TrialStatus.COMPLETE,
             "value": sum(scores) / len(scores),
             "seeds": scores,
             "detail": "; ".join(stopped) or "trained to the budget",
         }
 
-    def _train(self, run_dir: Path, seed: int) -> tuple[str, str]:
-        """Train one seed's run (or resume it), reporting its curve; ("finished"|..., detail)."""
-        from bench.config import build_config
-
-        summary = run_dir / "summary.json"
-        if summary.exists() and json.loads(summary.read_text()).get("stopped_by"):
-            return "finished", "already trained"
-        if (run_dir / "config.json").exists():
-            args = ["run", "--resume", str(run_dir)]
-        else:
-            layers = self.spec.config_layers(self.arm, seed, as_layer(self.values))
-            config_file = run_dir.with_name(run_dir.name + ".config.json")
-            config_file.parent.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(config_file, build_config(*layers).to_dict())
-            args = ["run", "--config", str(config_file), "--out", str(run_dir)]
+    def _train(self, run_dir: Path, seed: int):
+        """Train one seed's run (or resume it), reporting its curve (`train_or_resume`)."""
+        layers = self.spec.config_layers(self.arm, seed, as_layer(self.values))
+        config_file = run_dir.with_name(run_dir.name + ".config.json")
         log = self.out / "logs" / self.arm.slug / f"{run_dir.name}.run.log"
-        proc = start_bench([*args, "--no-progress"], log, self.cores)
-        seen = 0
-        try:
-            while True:
-                done = proc.poll() is not None
-                seen = self._report_curve(RunDir(run_dir), seen)
-                if done:
-                    break
-                time.sleep(POLL_S)
-        except Pruned:
-            proc.kill()
-            proc.wait()
-            raise
-        state, detail = outcome(proc.returncode, log)
-        if state != "failed" and summary.exists():
-            data = json.loads(summary.read_text())
-            data["optuna"] = {
-                "study": self.trial.study.study_name,
-                "trial": self.claim.number,
-                "params": self.values,
-            }
-            write_json_atomic(summary, data)
-        return state, detail
+        seen = [0]
+
+        def watch() -> None:
+            seen[0] = self._report_curve(RunDir(run_dir), seen[0])
+
+        result = train_or_resume(run_dir, layers, config_file, log, self.cores, watch)
+        if result.state is not RunState.FAILED:
+            trial = {"study": self.trial.study.study_name, "trial": self.claim.number, "params": self.values}
+            add_to_summary(run_dir, "optuna", trial)
+        return result
 
     def _report_curve(self, run: RunDir, seen: int) -> int:
         """Report the run's new in-training values (hyperband); raise Pruned when told to stop."""
@@ -174,7 +218,8 @@ class TrialRun:
         ok, detail = evaluate_checkpoint(run_dir, plan, log, self.cores)
         if not ok:
             raise RuntimeError(f"evaluation failed: {detail}")
-        return per_problem_scores(run_dir / "evals" / "final" / f"{bench}.jsonl")
+        scores = list(problem_scores(read_records(run_dir / "evals" / "final" / f"{bench}.jsonl")).values())
+        return sum(scores) / len(scores), scores
 
     def _report_problems(self, seed_index: int, scores: list[float]) -> None:
         """Per-problem scores to the Wilcoxon pruner, with stable (seed, problem) step ids."""
@@ -184,14 +229,3 @@ class TrialRun:
             raise Pruned(
                 f"pruned after seed {self.spec.seeds[seed_index]}'s evaluation (Wilcoxon vs the best trial)"
             )
-
-
-def per_problem_scores(records: Path) -> tuple[float, list[float]]:
-    """(avg@k, the per-problem fraction correct in the file's problem order) of a record file."""
-    by_problem: dict[str, list[bool]] = {}
-    for line in records.read_text().splitlines():
-        if line.strip():
-            r = json.loads(line)
-            by_problem.setdefault(r["problem_id"], []).append(bool(r["correct"]))
-    scores = [sum(v) / len(v) for v in by_problem.values()]
-    return sum(scores) / len(scores), scores

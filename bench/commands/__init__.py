@@ -1,10 +1,20 @@
 """One module per `bench` subcommand; each has `register(subparsers)` and a handler that
 imports the heavy packages (torch, transformers) only when the command runs. Only `bench.cli`
-imports these modules."""
+imports these modules. Options that set a config or spec field are derived from the field
+(`add_field_options`), so their help and defaults are the field's own; below them, what
+`bench compare` and `bench sweep` share (their run settings, budget, launch options)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from bench.errors import UsageError
 
 COMMANDS = (
     "algos",
@@ -42,3 +52,97 @@ def load_plugins(args: argparse.Namespace) -> None:
 
     for module in args.plugin:
         registry.load_plugin_module(module)
+
+
+def add_field_options(p: argparse.ArgumentParser, cls: type, names: tuple[str, ...] | None = None) -> None:
+    """One option per field of dataclass `cls` that names a flag (`algorithms.fields.doc(...,
+    flag=...)`), or per field of `names`: help, choices and metavar from the field, its type
+    when it is a number (other values arrive as text for the command to parse), and its default
+    shown in the help. The option's own default is None, so that "not given" reaches the
+    command (which leaves the field's default, or a lower config layer, in place)."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if "flag" not in f.metadata or (names is not None and f.name not in names):
+            continue
+        meta = f.metadata
+        kind = _scalar_type(hints[f.name])
+        default = f.default if f.default is not dataclasses.MISSING else None
+        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        help_text = meta["help"] + ("" if shown in (None, "", ()) else f" (default: {shown})")
+        options: dict[str, Any] = {"dest": f.name, "help": help_text, "metavar": meta.get("metavar")}
+        if meta.get("repeat"):
+            options.update(action="append", default=[])
+        else:
+            options.update(type=kind if kind in (int, float) else str, choices=meta.get("choices"))
+        p.add_argument(meta["flag"], **options)
+
+
+def field_options(args: argparse.Namespace, cls: type) -> dict[str, Any]:
+    """The options of `add_field_options(p, cls)` the command line gave (None: not given)."""
+    return {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(cls)
+        if "flag" in f.metadata and getattr(args, f.name, None) not in (None, [])
+    }
+
+
+def _scalar_type(annotation: Any) -> Any:
+    """`int | None` -> int; other annotations unchanged."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return next(a for a in typing.get_args(annotation) if a is not type(None))
+    return annotation
+
+
+RESERVED = ("algo", "algo_preset", "task", "seed", "steps")
+"""Run fields a comparison or sweep sets itself (`--set` may not)."""
+
+
+def shared_settings(args: argparse.Namespace, command: str) -> dict:
+    """The run fields every run of a comparison or sweep gets: `--set` and `--mode`."""
+    from bench.config_values import parse_set_options
+
+    shared = parse_set_options(args.shared)
+    if args.mode:
+        shared["mode"] = args.mode
+    for key in RESERVED:
+        if key in shared:
+            raise UsageError(
+                f"--set {key}: set by bench {command} itself (use --algos, --task, --seeds, --budget)"
+            )
+    return shared
+
+
+def launch_options(args: argparse.Namespace) -> Any:
+    """The `sweeps.launch.LaunchOptions` of `bench compare` or `bench sweep` (`--workers`,
+    `--storage`, `--out`, `--lease-seconds`)."""
+    from sweeps.launch import LaunchOptions
+
+    launch = LaunchOptions(**field_options(args, LaunchOptions))
+    if launch.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {launch.workers}")
+    return launch
+
+
+def checked_budget_and_shared(args: argparse.Namespace, arms: list, command: str) -> tuple:
+    """(budget, shared settings) of `bench compare` or `bench sweep`, the arms' algorithm names
+    checked first (a typo is answered before any algorithm, or torch, loads)."""
+    from algorithms import registry as algo_registry
+    from results.budgets import budget_help
+    from sweeps.spec import parse_budget
+
+    for arm in arms:
+        algo_registry.check(arm.algo)
+    if args.budget is None:
+        raise UsageError(f"--budget is required: one of {budget_help(units=False)}")
+    return parse_budget(args.budget), shared_settings(args, command)
+
+
+def workers_ok(codes: list[int], out: Path) -> int:
+    """0, or 1 with a line per worker that crashed (its traceback is on stderr above)."""
+    bad = [c for c in codes if c != 0]
+    for code in bad:
+        print(
+            f"bench: a worker exited with code {code}; rerun the same command to resume {out}",
+            file=sys.stderr,
+        )
+    return 1 if bad else 0

@@ -97,8 +97,7 @@ def run(args: argparse.Namespace) -> int:
 def _task_args(task: str, items: list[str]) -> dict:
     """The `--set task.KEY=VALUE` options as the task's constructor arguments, checked by
     building the task once (a bad key or value is a one-line UsageError before any training)."""
-    from bench.config import coerce_task_args
-    from bench.config_values import parse_set_options
+    from bench.config_values import coerce_task_args, parse_set_options
     from envs import registry as task_registry
 
     layer = parse_set_options(items)

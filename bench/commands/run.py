@@ -8,8 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from bench.commands import add_plugin_option, load_plugins
-from bench.config import RunConfig, build_config, flag_fields
+from bench.commands import add_field_options, add_plugin_option, field_options, load_plugins
+from bench.config import RunConfig, RunParts, build_run
 from bench.config_values import load_config_file, parse_set_options
 from bench.errors import UsageError
 
@@ -23,22 +23,19 @@ def register(sub) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Options of `bench run`: one flag per run config field that has one (`flag_fields`, so
-    help and defaults are the field's own), `--set` for every other field, and the run dir."""
+    """Options of `bench run`: one flag per run config field that has one (`add_field_options`,
+    so help and defaults are the field's own), `--set` for every other field, and the run dir."""
     fields = "\n".join(f"  {f.name:<22} {f.metadata.get('help', '')}" for f in dataclasses.fields(RunConfig))
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = f"config fields (set with --set FIELD=VALUE or in --config FILE.toml):\n{fields}"
-    for f in flag_fields():
-        default = "" if f["default"] in (None, "") else f" (default: {f['default']})"
-        p.add_argument(
-            f["flag"], dest=f["name"], type=f["type"], choices=f["choices"], help=f["help"] + default
-        )
+    add_field_options(p, RunConfig)
     p.add_argument("--out", help="run directory to create (default: runs/<algo>-<task>-s<seed>-<time>)")
     p.add_argument(
         "--config",
         metavar="FILE.toml|FILE.json",
         help="config fields from a TOML file ([algo] and [task] tables for algorithm fields and task "
-        "arguments) or a JSON one (e.g. another run's config.json, to repeat its settings)",
+        "arguments) or a JSON one (e.g. another run's config.json, to repeat its settings; or a list of "
+        "layers, lowest first, as comparison and sweep workers write)",
     )
     p.add_argument(
         "--set",
@@ -65,14 +62,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def override_layers(args: argparse.Namespace) -> list[dict]:
     """The config layers the command line gives, lowest first: --config, flags, --set."""
-    flags = {f["name"]: getattr(args, f["name"]) for f in flag_fields()}
-    file_layer = load_config_file(args.config) if args.config else {}
-    return [file_layer, {k: v for k, v in flags.items() if v is not None}, parse_set_options(args.set)]
+    file_layers = load_config_file(args.config) if args.config else []
+    return [*file_layers, field_options(args, RunConfig), parse_set_options(args.set)]
 
 
-def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """The run config of a new run: field defaults < --config < flags < --set."""
-    return build_config(*override_layers(args))
+def parts_from_args(args: argparse.Namespace) -> RunParts:
+    """The run of a new run (config, algorithm, task): field defaults < --config < flags < --set."""
+    return build_run(*override_layers(args))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,14 +79,15 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         if args.out:
             raise UsageError("--resume continues the run in its own directory; drop --out")
-        run_dir, config, checkpoint = resume_run(args.resume, *override_layers(args))
+        run_dir, parts, checkpoint = resume_run(args.resume, *override_layers(args))
     else:
-        config = config_from_args(args)
-        run_dir, checkpoint = start_run(config, args.out, progress=not args.no_progress), None
+        parts = parts_from_args(args)
+        run_dir, checkpoint = start_run(parts, args.out, progress=not args.no_progress), None
     from bench.train.loop import train
 
+    config = parts.config
     try:
-        summary = train(config, run_dir, resume=checkpoint, progress=not args.no_progress)
+        summary = train(parts, run_dir, resume=checkpoint, progress=not args.no_progress)
     except BaseException:
         # a start that failed before its first step leaves nothing that would block its --out
         if not args.resume and process_state().is_main_process and discard_if_never_trained(run_dir):

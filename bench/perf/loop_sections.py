@@ -103,7 +103,7 @@ def _loop_modes_section(
 def _measure_modes(repeats: int, task: str, task_args: dict[str, Any], base: Path, steps: int, per_step: int):
     """`repeats` sync and async runs of GRPO (alternating which goes first): wall seconds and CPU
     utilisation per mode, async mean staleness, and the sync runs' overlap bounds."""
-    from bench.config import build_config
+    from bench.config import build_run
     from bench.train.loop import train
     from bench.train.start import start_run
 
@@ -115,7 +115,7 @@ def _measure_modes(repeats: int, task: str, task_args: dict[str, Any], base: Pat
     with tempfile.TemporaryDirectory(prefix="bench-perf-loop-") as tmp:
         for r in range(repeats):
             for mode in ("sync", "async") if r % 2 == 0 else ("async", "sync"):
-                config = build_config(
+                parts = build_run(
                     {
                         "algo": "grpo",
                         "task": task,
@@ -128,9 +128,9 @@ def _measure_modes(repeats: int, task: str, task_args: dict[str, Any], base: Pat
                         "checkpoint_every": 0,
                     }
                 )
-                run = start_run(config, Path(tmp) / f"{mode}-{r}", progress=False)
+                run = start_run(parts, Path(tmp) / f"{mode}-{r}", progress=False)
                 cpu_start = _cpu_seconds()
-                train(config, run, progress=False)
+                train(parts, run, progress=False)
                 metrics = run.read_metrics()
                 runs[mode].append(metrics[-1]["time/elapsed_s"])  # the final checkpoint save not included
                 cpu[mode].append((_cpu_seconds() - cpu_start) / metrics[-1]["time/elapsed_s"])

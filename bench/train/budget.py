@@ -1,10 +1,10 @@
 """What a run has consumed, and when its budget is spent.
 
-A comparison is fair only at matched budgets, so a run can stop on any of: its `steps`, the
-trajectories the learner trained on (`max_trajectories`), the tokens generated
-(`max_tokens`, counting trajectories dropped as stale or filtered, since generating them cost
-the same) or wall-clock minutes (`max_minutes`). Every run records what it consumed, whatever
-stopped it: per step as cumulative `budget/` metrics, at the end in summary.json, and in each
+A comparison is fair only at matched budgets, so a run can stop on any kind of the budget
+table (`results.budgets.BUDGETS`): its `steps`, the trajectories the learner trained on
+(`max_trajectories`), the tokens generated (`max_tokens`, counting trajectories dropped as
+stale or filtered, since generating them cost the same) or wall-clock minutes (`max_minutes`).
+Every run records what it consumed, whatever stopped it: per step as cumulative `budget/` metrics, at the end in summary.json, and in each
 checkpoint (`consumption.json`), so a resumed run continues the counts (minutes included)
 instead of starting them afresh.
 
@@ -19,11 +19,10 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from results.budgets import BUDGETS, BudgetKind, spent
+
 CONSUMPTION_FILE = "consumption.json"
 """Written into every checkpoint: the `Consumption` counts at its step."""
-
-STOP_REASONS = ("steps", "trajectories", "tokens", "minutes")
-"""What may end a run normally (a diverged or starved run ends by an error instead)."""
 
 
 @dataclass
@@ -75,15 +74,8 @@ class Consumption:
         return cls(**{f.name: saved.get(f.name, f.default) for f in fields(cls)})
 
 
-def stop_reason(config: Any, step: int, consumed: Consumption) -> str | None:
+def stop_reason(config: Any, step: int, consumed: Consumption) -> BudgetKind | None:
     """Which budget of `config` is spent after `step` steps with `consumed` counted (the first
-    of STOP_REASONS that applies), or None to go on."""
-    if step >= config.steps:
-        return "steps"
-    if config.max_trajectories is not None and consumed.trajectories >= config.max_trajectories:
-        return "trajectories"
-    if config.max_tokens is not None and consumed.generated_tokens >= config.max_tokens:
-        return "tokens"
-    if config.max_minutes is not None and consumed.elapsed_s >= 60 * config.max_minutes:
-        return "minutes"
-    return None
+    kind of the budget table that applies), or None to go on."""
+    limits = {row.field: getattr(config, row.field) for row in BUDGETS}
+    return spent(limits, {"step": step, **asdict(consumed)})

@@ -31,10 +31,13 @@ from bench.models.critic import ValueModel, freeze_attention
 from bench.models.logprobs import learner_chunk_tokens, response_logprobs
 from bench.models.packing import BucketedBatch
 from bench.rollout.episode import Trajectory
+from results.rundir import RunOutcome
 
 
 class TrainingDiverged(RunStopped):
     """Raised after `nan_patience` consecutive non-finite losses."""
+
+    outcome = RunOutcome.NON_FINITE
 
 
 @dataclass

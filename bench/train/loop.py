@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from bench.config import RunConfig
+from bench.config import RunConfig, RunParts
 from bench.engines import make_engine
 from bench.engines.base import SamplingParams
 from bench.errors import RunStopped
@@ -30,8 +30,10 @@ from bench.train.budget import Consumption, stop_reason
 from bench.train.checkpoints import save_checkpoint
 from bench.train.learner import Learner, build_batch
 from bench.train.metrics import advance_bar, batch_metrics, progress_bar, timeline_record
+from bench.train.outcome import recorded_outcome
 from bench.train.setup import make_learner
-from results.rundir import RunDir
+from results.budgets import BUDGETS, BudgetKind
+from results.rundir import RunDir, RunOutcome
 
 ROLLOUT_TIMEOUT_S = 600.0  # no finished group for this long means the rollout side is stuck
 MAX_REJECTED_IN_A_ROW = 200  # groups rejected by `accept_group` (or failed by the engine) in a row
@@ -39,6 +41,8 @@ MAX_REJECTED_IN_A_ROW = 200  # groups rejected by `accept_group` (or failed by t
 
 class RolloutStarved(RunStopped):
     """The algorithm rejected every group for a long time (e.g. all rewards equal)."""
+
+    outcome = RunOutcome.STARVED
 
 
 @dataclass
@@ -175,17 +179,25 @@ def start_rollouts(config: RunConfig, task: Any, tokenizer: Any, learner: Learne
     return Rollouts(engine, worker, producer, sampling, previous_threads)
 
 
-def train(
-    config: RunConfig, run: RunDir, resume: Path | None = None, progress: bool = True
-) -> dict[str, Any]:
-    """Run (or resume from checkpoint `resume`) training as configured into `run` (made by
-    `bench.train.start.start_run`); returns the summary written to summary.json.
+def train(parts: RunParts, run: RunDir, resume: Path | None = None, progress: bool = True) -> dict[str, Any]:
+    """Run (or resume from checkpoint `resume`) training of `parts` (`bench.config.build_run`)
+    into `run` (made by `bench.train.start.start_run`); returns the summary written to
+    summary.json. The run records how it ended there, whatever ends it (`bench.train.outcome`).
 
     Under `accelerate launch` every rank runs its own engine and producer on its own problem
     stream (seeds differ by rank) and gradients are averaged across ranks; only the main
     process writes to the run directory.
     """
-    task, tokenizer, learner = make_learner(config, resume)
+    from bench.train.start import process_state
+
+    with recorded_outcome(run, process_state().is_main_process):
+        return _train(parts, run, resume, progress)
+
+
+def _train(parts: RunParts, run: RunDir, resume: Path | None, progress: bool) -> dict[str, Any]:
+    """`train` without the outcome bookkeeping."""
+    config = parts.config
+    task, tokenizer, learner = make_learner(parts, resume)
     is_main = learner.accelerator.is_main_process
     if resume is not None and is_main:
         run.truncate_metrics(learner.step)
@@ -228,8 +240,10 @@ def train(
         if bar is not None:
             bar.close()
     summary = {
-        **_summary(learner, time.perf_counter() - start, last),
+        "outcome": RunOutcome.FINISHED,
         "stopped_by": reason,
+        "pid": os.getpid(),
+        **_summary(learner, time.perf_counter() - start, last),
         "consumption": consumed.as_dict(),
     }
     if is_main:
@@ -284,15 +298,17 @@ def _leave_cores_for_the_engine(engine: Any, acc: Any) -> int | None:
     return previous
 
 
-def _agreed_stop_reason(config: RunConfig, learner: Learner, consumed: Consumption) -> str | None:
-    """`budget.stop_reason`, agreed across ranks (any rank's spent budget stops all of them
-    at the same step, so that their collective operations stay matched)."""
+def _agreed_stop_reason(config: RunConfig, learner: Learner, consumed: Consumption) -> BudgetKind | None:
+    """`budget.stop_reason`, agreed across ranks: any rank's spent budget stops all of them at
+    the same step (so that their collective operations stay matched), each recording the first
+    kind of the budget table that any rank has spent."""
     acc = learner.accelerator
     reason = stop_reason(config, learner.step, consumed)
     if acc.num_processes == 1:
         return reason
-    flag = acc.reduce(torch.tensor([float(reason is not None)]).to(acc.device), reduction="sum")
-    return (reason or "another rank's budget") if flag.item() > 0 else None
+    spent_K = torch.tensor([float(row.kind == reason) for row in BUDGETS]).to(acc.device)
+    spent_K = acc.reduce(spent_K, reduction="sum")
+    return next((row.kind for row, n in zip(BUDGETS, spent_K.tolist()) if n > 0), None)
 
 
 def evaluate_during_training(

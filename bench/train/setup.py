@@ -1,12 +1,12 @@
 """What a run trains and at which rates: the policy it starts from (`tiny` resolves to the
-task's cached base checkpoint), the learning rates, and the learner built from the config."""
+task's cached base checkpoint), the learning rates, and the learner built from the run's parts."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from bench.config import RunConfig, make_algorithm
+from bench.config import RunConfig, RunParts
 
 # Default learning rates by model size. The paper's (1e-6 policy, 5e-6 critic) are for a 30B
 # model; a model of a few million parameters (the embedded tiny one, or a test checkpoint)
@@ -46,39 +46,61 @@ def load_policy_for_run(config: RunConfig, task: Any, checkpoint: Path | None = 
     return model, tokenizer
 
 
-def resolve_learning_rates(config: RunConfig, algo: Any, policy: Any, task_name: str) -> tuple[float, float]:
-    """(policy LR, critic LR) of a run. Explicit config values win; then small models
-    (< 20M parameters) get the task's tiny-model rate (`bench.models.recipes`) or else
-    SMALL_LRS, and larger ones the paper's (PAPER_LRS). Neither rate depends on the algorithm,
-    so algorithms on one task are compared at the same rates."""
+def default_learning_rates(n_params: float, task_name: str) -> tuple[float, float]:
+    """(policy LR, critic LR) of a run whose config sets neither, for a model of `n_params`
+    parameters: small models (< 20M) get the task's tiny-model policy rate
+    (`bench.models.recipes`) or else SMALL_LRS, larger ones the paper's (PAPER_LRS). Neither
+    rate depends on the algorithm, so algorithms on one task are compared at the same rates."""
     from bench.models.recipes import recipe_for
 
-    small = sum(p.numel() for p in policy.parameters()) < SMALL_MODEL_PARAMS
+    small = n_params < SMALL_MODEL_PARAMS
     tier = SMALL_LRS if small else PAPER_LRS
-    if config.policy_lr is not None:
-        policy_lr = config.policy_lr
-    elif small and recipe_for(task_name).policy_lr is not None:
-        policy_lr = recipe_for(task_name).policy_lr
-    else:
-        policy_lr = tier["policy"]
-    critic_lr = config.critic_lr if config.critic_lr is not None else tier["critic"]
+    recipe_lr = recipe_for(task_name).policy_lr if small else None
+    policy_lr = tier["policy"] if recipe_lr is None else recipe_lr
+    critic_lr = tier["critic"]
     return policy_lr, critic_lr
 
 
-def make_learner(config: RunConfig, resume: Path | None = None):
-    """(task, tokenizer, learner) of a run: the algorithm, the task, the policy and its critic,
-    restored from checkpoint `resume` when given."""
+def resolve_learning_rates(config: RunConfig, policy: Any, task_name: str) -> tuple[float, float]:
+    """(policy LR, critic LR) of a run: explicit config values win, the others follow
+    `default_learning_rates` for the policy's size."""
+    n_params = sum(p.numel() for p in policy.parameters())
+    policy_lr, critic_lr = default_learning_rates(n_params, task_name)
+    return (
+        config.policy_lr if config.policy_lr is not None else policy_lr,
+        config.critic_lr if config.critic_lr is not None else critic_lr,
+    )
+
+
+def model_parameters(model: str) -> float:
+    """The parameter count of a run's model spec before anything is loaded: 0 for `tiny` (a
+    small model), counted on the meta device for a local transformers directory (no weights
+    read), inf otherwise (a hub id counts as large)."""
+    if model == "tiny":
+        return 0
+    path = Path(model).expanduser()
+    if not (path / "config.json").exists():
+        return float("inf")
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with torch.device("meta"):
+        net = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path))
+    return sum(p.numel() for p in net.parameters())
+
+
+def make_learner(parts: RunParts, resume: Path | None = None):
+    """(task, tokenizer, learner) of a run: its algorithm and task (built once, `build_run`),
+    the policy and its critic, restored from checkpoint `resume` when given."""
     from bench.seeding import seed_everything
     from bench.train.checkpoints import restore_learner
     from bench.train.learner import Learner, make_accelerator
-    from envs import registry as task_registry
 
+    config, algo, task = parts.config, parts.algorithm, parts.task
     accelerator = make_accelerator()
     seed_everything(config.seed)  # same initial weights on every rank
-    algo = make_algorithm(config)
-    task = task_registry.make(config.task, **config.task_args)
     policy, tokenizer = load_policy_for_run(config, task, None if resume is None else resume / "policy")
-    policy_lr, critic_lr = resolve_learning_rates(config, algo, policy, config.task)
+    policy_lr, critic_lr = resolve_learning_rates(config, policy, config.task)
     learner = Learner(
         algo,
         policy,

@@ -1,5 +1,6 @@
 """The run entry point below the command line: `bench run`, comparisons, sweeps and tests all
-start and resume runs through `start_run` and `resume_run`, then call `bench.train.loop.train`.
+start and resume runs through `start_run` and `resume_run`, then call `bench.train.loop.train`
+with the same `RunParts` (the config with its algorithm and task, built once per process).
 
 Both hold the run directory's lock (`RunDir.lock`) for the rest of the process, so two
 processes never train into one directory. A resume trusts only checkpoints whose files match
@@ -14,23 +15,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.config import RECORDED_KEYS, RunConfig, build_config, recorded_config
+from bench.config import RECORDED_KEYS, RunConfig, RunParts, build_run, recorded_config
 from bench.config_renames import current_names
 from bench.errors import UsageError
+from results.budgets import BUDGETS
 from results.rundir import RunDir, write_json_atomic
 
 EXTENDING_FIELDS = (
-    "steps",
-    "max_minutes",
-    "max_trajectories",
-    "max_tokens",
+    *(row.field for row in BUDGETS),
     "checkpoint_every",
     "keep_checkpoints",
     "eval_every",
     "report_to",
 )
 """Settings a resume may change: they extend a run (longer, checkpointed or evaluated more
-often) without changing what it is. Any other changed setting is refused."""
+often) without changing what it is: every budget limit and the cadences. Any other changed
+setting is refused."""
 
 
 def default_run_dir(config: RunConfig) -> Path:
@@ -49,19 +49,20 @@ def check_out_dir(out: str | Path) -> Path:
     return out
 
 
-def start_run(config: RunConfig, out: str | Path | None = None, *, progress: bool = True) -> RunDir:
+def start_run(parts: RunParts, out: str | Path | None = None, *, progress: bool = True) -> RunDir:
     """Create and lock the run directory of a new run (config.json, env.json) and make the tiny
     base checkpoint if the run needs one and it is not cached yet (once, on the main rank of a
     launch: the other ranks wait and find it). `out` defaults to `default_run_dir(config)`;
     under `accelerate launch` it is required, so that every rank uses the same directory."""
     from bench.provenance import environment_info
 
+    config = parts.config
     state = process_state()
     if state.num_processes > 1 and out is None:
         raise UsageError("--out is required under accelerate launch (every rank must use the same run dir)")
     out = check_out_dir(out if out is not None else default_run_dir(config))
     if state.is_main_process:
-        run = RunDir.create(out, recorded_config(config), environment_info(config.seed))
+        run = RunDir.create(out, recorded_config(parts), environment_info(config.seed))
         run.lock()
         print(f"run directory: {run.path}")
         if config.model == "tiny":
@@ -78,8 +79,8 @@ def _name_the_run(path: Path) -> None:
     os.environ["BENCH_RUN_ID"] = Path(path).resolve().name
 
 
-def resume_run(path: str | Path, *overrides: dict[str, Any]) -> tuple[RunDir, RunConfig, Path | None]:
-    """(run, its config, the checkpoint to continue from, None: from step 0) of an existing run.
+def resume_run(path: str | Path, *overrides: dict[str, Any]) -> tuple[RunDir, RunParts, Path | None]:
+    """(run, its parts, the checkpoint to continue from, None: from step 0) of an existing run.
 
     `overrides` (config layers, as for `build_config`) may change only `EXTENDING_FIELDS`; the
     changes are written to config.json and to the run's events.jsonl. Damaged checkpoints newer
@@ -89,7 +90,8 @@ def resume_run(path: str | Path, *overrides: dict[str, Any]) -> tuple[RunDir, Ru
         raise UsageError(f"--resume {run.path}: not a run directory (no config.json)")
     saved = run.read_config()
     _load_recorded_plugin(run, saved)
-    config = build_config(saved, *overrides)
+    parts = build_run(saved, *overrides)
+    config = parts.config
     saved = current_names(saved, saved.get("algo", config.algo))  # a renamed field is not a change
     # a field the saved config lacks (added to RunConfig since) takes its default: not a change
     changed = {k: (saved[k], v) for k, v in config.to_dict().items() if k in saved and saved[k] != v}
@@ -109,7 +111,7 @@ def resume_run(path: str | Path, *overrides: dict[str, Any]) -> tuple[RunDir, Ru
         for bad, why in damaged:
             print(f"bench: checkpoint {bad.name} is damaged ({why}); continuing from an earlier one")
             _set_aside(bad)
-        _note_changed_algorithm(saved, recorded_config(config))
+        _note_changed_algorithm(saved, recorded_config(parts))
         if changed:
             write_json_atomic(run.path / "config.json", {**saved, **config.to_dict()})
         run.append_event({"event": "resume", "from_step": _step_of(checkpoint), "changed": changed})
@@ -118,7 +120,7 @@ def resume_run(path: str | Path, *overrides: dict[str, Any]) -> tuple[RunDir, Ru
     _name_the_run(run.path)
     where = checkpoint.name if checkpoint is not None else "step 0 (no intact checkpoint yet)"
     print(f"resuming {run.path} from {where}")
-    return run, config, checkpoint
+    return run, parts, checkpoint
 
 
 def _load_recorded_plugin(run: RunDir, saved: dict[str, Any]) -> None:

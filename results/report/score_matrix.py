@@ -31,11 +31,11 @@ Matrices = dict[tuple[str, str], pd.DataFrame]
 def cell_counts(comparison: Comparison) -> pd.DataFrame:
     """One row per (arm, benchmark, seed, problem) of the final evaluations: `correct` (how many
     samples were), `samples` (how many were drawn). Empty without evaluations."""
-    records = comparison.records
-    if records.empty:
-        return pd.DataFrame(columns=["arm", "benchmark", "seed", "problem_id", "correct", "samples"])
-    grouped = records.groupby(["arm", "benchmark", "seed", "problem_id"], sort=True)["correct"]
-    return grouped.agg(correct="sum", samples="count").reset_index()
+    columns = ["arm", "benchmark", "seed", "problem_id", "correct", "samples"]
+    scores = comparison.scores
+    if scores.empty:
+        return pd.DataFrame(columns=columns)
+    return scores[columns].sort_values(columns[:4]).reset_index(drop=True)
 
 
 def matrices_from_counts(counts: pd.DataFrame) -> tuple[Matrices, dict[tuple[str, str], int]]:

@@ -156,14 +156,15 @@ def _mean_range(values, percent: bool = False) -> str:
 
 
 def runs_table(comparison: Comparison) -> pd.DataFrame:
-    """Every run: state, what stopped it, whether its reward collapsed
-    (`results.comparison.reward_collapsed`), steps, trajectories, tokens, wall time, the
-    evaluated checkpoint, and the reason of a failure or stop."""
+    """Every run: state, how it ended and what stopped it (as the run recorded them), whether
+    its reward collapsed (`results.comparison.reward_collapsed`), steps, trajectories, tokens,
+    wall time, the evaluated checkpoint, and the reason of a failure or stop."""
     columns = [
         "run",
         "arm",
         "seed",
         "state",
+        "outcome",
         "stopped_by",
         "collapsed",
         "steps",

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from results.rundir import RunDir
-from sweeps.grid import Arm, ComparisonSpec, EvalPlan
+from results.rundir import BUSY_EXIT_CODE, RunDir
+from sweeps.comparison import ComparisonSpec, EvalPlan
+from sweeps.spec import Arm
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -73,7 +74,6 @@ RUN = [
         "--resume continues the run in its own directory; drop --out",
     ),
     (["--resume", "{empty}"], "not a run directory (no config.json)"),
-    (["--resume", "{locked}"], "is in use by pid"),
 ]
 
 EVAL = [
@@ -240,7 +240,13 @@ def places(tmp_path_factory):
     )
     other = root / "other"  # a comparison of other settings
     other.mkdir()
-    spec = ComparisonSpec("arith", (Arm("sao", "sao"),), (0,), ("trajectories", 8), EvalPlan(("arith",)))
+    spec = ComparisonSpec(
+        task="arith",
+        arms=(Arm("sao", "sao"),),
+        seeds=(0,),
+        budget=("trajectories", 8),
+        eval=EvalPlan(("arith",)),
+    )
     (other / "comparison.json").write_text(
         json.dumps({"fingerprint": "other", **spec.to_json(), "command": "bench compare --algos other"})
     )
@@ -284,3 +290,20 @@ def test_bad_input_is_one_line_exit_2_in_seconds(command, args, expected, places
     # before expensive work: no run dir, no base checkpoint
     assert not (tmp_path / "r").exists(), "a run dir was made before the input was checked"
     assert not (tmp_path / "cache").exists(), "a base checkpoint was made before the input was checked"
+
+
+def test_a_run_dir_held_by_another_process_is_one_line_and_its_own_exit_code(places, tmp_path):
+    """Not a bad input but a duplicate start: the same one line, and exit code BUSY_EXIT_CODE so
+    that comparison and sweep workers tell it from a failure without reading the message."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "BENCH_CACHE_DIR": str(tmp_path / "cache")}
+    res = subprocess.run(
+        [sys.executable, "-m", "bench.cli", "run", "--resume", places["locked"], "--no-progress"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+    )
+    assert res.returncode == BUSY_EXIT_CODE, (res.stdout, res.stderr)
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("bench: error: ") and "is in use by pid" in lines[0]

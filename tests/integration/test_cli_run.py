@@ -199,6 +199,9 @@ def test_nonfinite_losses_are_skipped_then_the_run_stops(base_checkpoint, tmp_pa
     )
     assert res.returncode == 1, res.stderr
     assert "run stopped: 3 consecutive non-finite losses" in res.stderr and "Traceback" not in res.stderr
+    summary = json.loads((out / "summary.json").read_text())  # the run says how it ended, typed
+    assert (summary["outcome"], summary["stopped_by"]) == ("non-finite", None)
+    assert summary["detail"].startswith("3 consecutive non-finite losses")
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["loss/nonfinite_skipped"] for r in lines] == [1.0, 2.0]
     assert all(r["loss/policy"] is None for r in lines)  # NaN is written as null

@@ -62,10 +62,11 @@ def _compare(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
 
 
 def _trials(out: Path, storage: str = "") -> list:
-    from sweeps.grid import load_spec
+    from sweeps.comparison import ComparisonSpec
     from sweeps.queue import RunQueue, open_storage
+    from sweeps.spec import load_spec
 
-    _, data = load_spec(out)
+    _, data = load_spec(out, ComparisonSpec)
     return RunQueue(open_storage(storage, out / "study.journal"), data["study"]).study.get_trials(
         deepcopy=False
     )

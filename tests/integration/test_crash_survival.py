@@ -1,6 +1,7 @@
 """Runs and evaluations survive crashes (through the CLI, as a user meets them): a damaged
 checkpoint, a second process on one run dir, a kill before the first checkpoint, a start that
-fails before training, and a killed `bench eval`."""
+fails before training, and a killed `bench eval`; a run killed by SIGTERM or SIGKILL reads as
+`killed` in its own directory."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from results.rundir import BUSY_EXIT_CODE, RunDir, RunOutcome
 from tests.integration.test_cli_run import REPO, _common, _env, bench
 
 pytestmark = pytest.mark.slow
@@ -89,10 +91,29 @@ def test_a_second_process_cannot_train_into_a_running_run_dir(base_checkpoint, t
     )
     try:
         res = bench("run", "--resume", str(out), "--no-progress")
-        assert res.returncode == 2 and f"is in use by pid {proc.pid}" in res.stderr, res.stderr
+        # its own exit code, so that a scheduler tells a duplicate start from a failure
+        assert res.returncode == BUSY_EXIT_CODE and f"is in use by pid {proc.pid}" in res.stderr, res.stderr
         assert len(res.stderr.strip().splitlines()) == 1
+        assert RunDir(out).read_outcome().outcome is RunOutcome.RUNNING  # the other process trains it
     finally:
         _kill(proc)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_run_reads_as_killed(sig, base_checkpoint, tmp_path):
+    """SIGTERM: the run writes `killed` itself and ends with 143; SIGKILL: it cannot, and a
+    reader sees `running` with no live holder of the run's lock."""
+    out = tmp_path / "run"
+    proc = _start_and_wait(
+        _run_cmd(base_checkpoint, out, "--steps", "500"),
+        lambda: (out / "metrics.jsonl").exists() and _steps(out),
+    )
+    proc.send_signal(sig)
+    assert proc.wait(timeout=120) == (143 if sig == signal.SIGTERM else -signal.SIGKILL)
+    end = RunDir(out).read_outcome()
+    assert end.outcome is RunOutcome.KILLED and end.pid == proc.pid and end.stopped_by is None
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["outcome"] == ("killed" if sig == signal.SIGTERM else "running")
 
 
 def test_a_run_killed_before_its_first_checkpoint_resumes_from_step_0(base_checkpoint, tmp_path):

@@ -62,9 +62,10 @@ def _trials(out: Path, storage: str = "") -> list:
     import optuna
 
     from sweeps.queue import open_storage
-    from sweeps.study import load_spec
+    from sweeps.spec import load_spec
+    from sweeps.sweep import SweepSpec
 
-    spec, _ = load_spec(out)
+    spec, _ = load_spec(out, SweepSpec)
     study = optuna.load_study(
         study_name=spec.study_name(spec.arms[0]), storage=open_storage(storage, out / "study.journal")
     )

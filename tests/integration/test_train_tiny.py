@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from algorithms import registry
-from bench.config import build_config
+from bench.config import build_run
 from bench.models.critic import ValueModel
 from bench.train.loop import train
 from bench.train.start import start_run
@@ -39,7 +39,7 @@ def _config(algo: str, base, **extra):
         "algo_args": algo_args,
     }
     layer.update(extra)
-    return build_config(layer)
+    return build_run(layer)
 
 
 def _run(config, tmp_path):
@@ -133,3 +133,23 @@ def test_a_resumed_drift_run_continues_the_phase_schedule(base_checkpoint, tmp_p
         _config("grpo", base_checkpoint, steps=2, **args), run, resume=run.latest_checkpoint(), progress=False
     )
     assert [(m["step"], m["drift/phase"]) for m in run.read_metrics()] == [(1, 0.0), (2, 1.0)]
+
+
+def test_a_run_builds_its_algorithm_and_its_task_once(base_checkpoint, tmp_path, monkeypatch):
+    """Validating the config, recording it in config.json and training all use the objects
+    `build_run` made (before: the algorithm three times, the task twice)."""
+    import functools
+
+    from envs import registry as task_registry
+
+    built = {"algorithm": 0, "task": 0}
+    for key, cls in (("algorithm", registry.get("grpo")), ("task", task_registry.get("arith"))):
+
+        @functools.wraps(cls.__init__)
+        def counting(self, *args, _init=cls.__init__, _key=key, **kwargs):
+            built[_key] += 1
+            _init(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "__init__", counting)
+    run, summary = _run(_config("grpo", base_checkpoint, steps=1), tmp_path)
+    assert summary["outcome"] == "finished" and built == {"algorithm": 1, "task": 1}

@@ -58,3 +58,46 @@ def test_consumption_round_trips_through_a_checkpoint(tmp_path):
     assert Consumption.load(tmp_path) == c
     assert Consumption.load(None) == Consumption()
     assert Consumption.load(tmp_path / "older-checkpoint") == Consumption()
+
+
+def test_the_budget_table_matches_the_run_config_fields():
+    """One row per kind: its field is an optional run config field of the row's number type,
+    and a resume may extend it."""
+    import dataclasses
+    import typing
+
+    from bench.config import RunConfig
+    from bench.train.start import EXTENDING_FIELDS
+    from results.budgets import BUDGETS, BudgetKind
+
+    hints = typing.get_type_hints(RunConfig)
+    assert [row.kind for row in BUDGETS] == list(BudgetKind)
+    for row in BUDGETS:
+        assert hints[row.field] == ((int if row.whole else float) | None), row
+        assert row.field in EXTENDING_FIELDS
+        assert row.counts == "step" or row.counts in {f.name for f in dataclasses.fields(Consumption)}
+    assert RunConfig().steps == 60  # `bench run`'s default; None: no step limit
+
+
+def test_no_step_limit_leaves_the_other_budgets_to_stop_the_run():
+    from results.budgets import BudgetKind
+
+    assert stop_reason(_config(steps=None), 10**9, _consumed()) is None
+    assert (
+        stop_reason(_config(steps=None, max_tokens=1000), 10**9, _consumed(tokens=1000)) is BudgetKind.TOKENS
+    )
+
+
+def test_the_stop_reason_is_a_budget_kind_that_summary_json_round_trips(tmp_path):
+    import json
+
+    from results.budgets import BudgetKind
+    from results.rundir import RunDir, RunOutcome
+
+    reason = stop_reason(_config(max_trajectories=128), 2, _consumed(trajectories=128))
+    assert reason is BudgetKind.TRAJECTORIES
+    run = RunDir(tmp_path)
+    run.write_summary({"outcome": RunOutcome.FINISHED, "stopped_by": reason, "pid": 7})
+    assert json.loads((tmp_path / "summary.json").read_text())["stopped_by"] == "trajectories"
+    end = run.read_outcome()
+    assert (end.outcome, end.stopped_by, end.pid) == (RunOutcome.FINISHED, BudgetKind.TRAJECTORIES, 7)

@@ -15,7 +15,8 @@ from bench.config import build_config, make_algorithm
 from bench.config_values import load_config_file, parse_set_options
 from bench.errors import UsageError
 from results.rundir import RunDir
-from sweeps.grid import ComparisonSpec, EvalPlan, parse_arms
+from sweeps.comparison import ComparisonSpec, EvalPlan
+from sweeps.spec import parse_arms
 
 OLD_SAO_RECORD = {  # config.json's algo_config of a sao run before plugin API 2
     "eps_low": 0.3,
@@ -79,7 +80,7 @@ def test_a_toml_config_file_with_old_names(tmp_path):
     path = tmp_path / "old.toml"
     path.write_text("[algo]\neps_high = 0.3\n")
     with pytest.warns(DeprecatedFormWarning, match="dapo: algo.eps_high is now algo.clip_eps_high"):
-        config = build_config(load_config_file(path), {"algo": "dapo"})  # as `--config old.toml --algo dapo`
+        config = build_config(*load_config_file(path), {"algo": "dapo"})  # as `--config old.toml --algo dapo`
     assert config.algo_args == {"clip_eps_high": 0.3}
 
 
@@ -89,7 +90,7 @@ def test_an_older_runs_config_json_repeats_its_settings(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(old))
     with pytest.warns(DeprecatedFormWarning):
-        config = build_config(load_config_file(path))
+        config = build_config(*load_config_file(path))
     assert config.to_dict() == new
 
 
@@ -100,7 +101,9 @@ def test_an_arms_file_with_old_names(tmp_path):
         '[arms.grpo-clip]\nalgo = "grpo"\nalgo_args = { eps_high = 0.28 }\n'
     )
     arms = parse_arms(str(path))
-    spec = ComparisonSpec("arith", tuple(arms), (0,), ("trajectories", 64), EvalPlan(("arith",)))
+    spec = ComparisonSpec(
+        task="arith", arms=tuple(arms), seeds=(0,), budget=("trajectories", 64), eval=EvalPlan(("arith",))
+    )
     with pytest.warns(DeprecatedFormWarning):
         sao, grpo = (build_config(*spec.config_layers(arm, 0)) for arm in arms)
     assert sao.algo_args == {"dis_eps_high": 4.0} and grpo.algo_args == {"clip_eps_high": 0.28}
@@ -133,7 +136,8 @@ def test_resume_of_an_older_run_is_not_a_change_and_trains_what_it_recorded(tmp_
 
     old = _old_run(tmp_path / "run")
     with pytest.warns(DeprecatedFormWarning):
-        run, config, checkpoint = resume_run(tmp_path / "run")
+        run, parts, checkpoint = resume_run(tmp_path / "run")
+    config = parts.config
     try:
         assert checkpoint is None and config.algo_args == {"dis_eps_high": 4.0} and config.critic_lr == 2e-3
         assert "differs from the one recorded" not in capsys.readouterr().out  # no note for a rename

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from algorithms import registry
 from bench.config import build_config
 from bench.models.recipes import recipe_for
 from bench.train.setup import PAPER_LRS, SMALL_LRS, resolve_learning_rates
@@ -23,8 +22,7 @@ SMALL, LARGE = _Params(1000), _Params(25_000_000)
 
 def _resolve(algo: str, task: str, model: torch.nn.Module, **overrides) -> tuple[float, float]:
     config = build_config({}, {"algo": algo, "task": task}, overrides)
-    plugin = registry.get(algo)
-    return resolve_learning_rates(config, plugin(plugin.Config()), model, task)
+    return resolve_learning_rates(config, model, task)
 
 
 @pytest.mark.parametrize("algo", ["sao", "grpo", "ppo"])
@@ -42,3 +40,38 @@ def test_explicit_rates_win_and_large_models_get_the_papers():
     # knob since plugin API 2, no longer the algorithm's), the paper's 5e-6 on a large model
     assert _resolve("sao", "agent", LARGE) == (PAPER_LRS["policy"], PAPER_LRS["critic"]) == (1e-6, 5e-6)
     assert _resolve("grpo", "agent", LARGE) == (PAPER_LRS["policy"], PAPER_LRS["critic"])
+
+
+@pytest.mark.parametrize("task", ["arith", "agent"])
+@pytest.mark.parametrize("model", [SMALL, LARGE])
+def test_a_sweep_centres_its_rates_on_the_run_s_own_rule(task, model, tmp_path, monkeypatch):
+    """`bench sweep`'s run defaults come from the same rule as a run's rates (one function),
+    the size counted on the meta device before any model is loaded."""
+    from bench.commands.sweep import run_defaults
+    from bench.train import setup
+    from sweeps.spec import Arm
+    from sweeps.sweep import SweepSpec
+
+    n_params = sum(p.numel() for p in model.parameters())
+    monkeypatch.setattr(setup, "model_parameters", lambda spec: n_params)
+    spec = SweepSpec(
+        task=task,
+        arms=(Arm("grpo", "grpo"),),
+        objective="reward/final",
+        budget=("trajectories", 64),
+        shared={"model": str(tmp_path)},
+    )
+    assert tuple(run_defaults(spec).values()) == _resolve("grpo", task, model)
+
+
+def test_a_model_spec_is_sized_without_loading_it(tmp_path):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from bench.train.setup import model_parameters
+
+    config = LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4
+    )
+    config.save_pretrained(tmp_path)  # a config only: no weights to load
+    assert model_parameters(str(tmp_path)) == sum(p.numel() for p in LlamaForCausalLM(config).parameters())
+    assert model_parameters("tiny") == 0 and model_parameters("org/some-hub-model") == float("inf")

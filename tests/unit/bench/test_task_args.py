@@ -2,8 +2,8 @@
 
 import pytest
 
-from bench.config import build_config, coerce_task_args
-from bench.config_values import parse_set_options
+from bench.config import build_config
+from bench.config_values import coerce_task_args, parse_set_options
 from bench.errors import UsageError
 
 

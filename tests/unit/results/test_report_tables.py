@@ -166,6 +166,36 @@ def test_failed_and_pending_runs_are_kept_in_the_tables(comparison_dir):
     assert budget.loc["ppo", "states"] == "1 failed, 1 pending"
 
 
+def test_every_run_says_how_it_ended_as_it_recorded_it(comparison_dir, tmp_path):
+    """The runs table's outcome and stopped_by are the run's own typed record (summary.json),
+    for comparison runs and plain run directories alike; summaries written before outcomes
+    were recorded are finished runs'."""
+    runs = load([comparison_dir]).runs.set_index("run")
+    assert (runs.loc["sao-s0", "outcome"], runs.loc["sao-s0", "stopped_by"]) == ("finished", "trajectories")
+    assert pd.isna(runs.loc["ppo-s0", "outcome"])  # never trained
+    assert "outcome" in T.runs_table(load([comparison_dir])).columns
+    plain = []
+    for name, summary in (
+        ("diverged", {"outcome": "non-finite", "detail": "3 consecutive non-finite losses", "pid": 1}),
+        ("legacy", {"stopped_by": "minutes"}),
+        ("fresh", None),
+    ):
+        run = tmp_path / name
+        run.mkdir()
+        (run / "config.json").write_text(json.dumps({"algo": "sao", "seed": 0, "task": "arith"}))
+        if summary is not None:
+            (run / "summary.json").write_text(json.dumps(summary))
+        plain.append(run)
+    rows = load(plain).runs.set_index("run")
+    assert rows.loc["diverged", ["state", "outcome", "detail"]].tolist() == [
+        "non-finite",
+        "non-finite",
+        "3 consecutive non-finite losses",
+    ]
+    assert rows.loc["legacy", ["state", "stopped_by"]].tolist() == ["finished", "minutes"]
+    assert rows.loc["fresh", "state"] == "unfinished"
+
+
 def test_the_paper_layouts_put_its_numbers_beside_ours(comparison_dir):
     comparison = load([comparison_dir])
     matrices, ks = matrices_from_counts(cell_counts(comparison))

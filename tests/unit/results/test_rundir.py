@@ -1,6 +1,6 @@
 """The run-dir contract's crash safety: checkpoint manifests catch damaged files, a resume
 finds the newest intact checkpoint, one process at a time holds a run dir, torn lines are
-ignored."""
+ignored; how a run ended reads back typed, a run that died without a word as killed."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from results.rundir import MANIFEST, RunDir, RunDirError, verify_checkpoint
+from results.budgets import BudgetKind
+from results.rundir import MANIFEST, RunDir, RunDirError, RunEnd, RunOutcome, verify_checkpoint
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -116,6 +117,67 @@ def test_a_run_dir_is_held_by_one_process_and_freed_when_it_dies(tmp_path):
             assert time.time() < deadline
             time.sleep(0.05)
     run.lock()  # a second lock in the holding process is a no-op
+    run.unlock()
+
+
+def test_a_run_marked_running_reads_as_killed_once_no_process_holds_it(tmp_path):
+    run = RunDir(tmp_path / "run")
+    assert run.read_outcome() is None  # never started training
+    run.lock()
+    run.mark_running()
+    end = run.read_outcome()
+    assert (end.outcome, end.pid) == (RunOutcome.RUNNING, os.getpid())  # this process holds it
+    run.unlock()
+    end = run.read_outcome()  # it ended without recording how (SIGKILL, a lost machine)
+    assert end.outcome is RunOutcome.KILLED and "without recording an outcome" in end.detail
+    proc = _holder(run.path)
+    try:
+        assert run.is_locked() and run.read_outcome().outcome is RunOutcome.RUNNING
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
+def test_a_forked_child_does_not_keep_its_parents_run_locked(tmp_path):
+    """The rollout engine is a forked child of the training process: once that is killed, the run
+    is free (and reads as killed) even while the child lives on for a moment."""
+    run = RunDir(tmp_path / "run")
+    code = (
+        f"import multiprocessing, time; from results.rundir import RunDir; RunDir({str(run.path)!r}).lock(); "
+        "child = multiprocessing.get_context('fork').Process(target=time.sleep, args=(30,)); child.start(); "
+        "print(child.pid, flush=True); time.sleep(60)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    child = int(proc.stdout.readline())
+    try:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert not run.is_locked()
+    finally:
+        os.kill(child, signal.SIGKILL)
+
+
+def test_summaries_written_before_outcomes_read_as_finished(tmp_path):
+    run = RunDir(tmp_path)
+    (tmp_path / "summary.json").write_text(json.dumps({"steps": 3, "stopped_by": "minutes"}))
+    assert run.read_outcome() == RunEnd(RunOutcome.FINISHED, BudgetKind.MINUTES)
+    (tmp_path / "summary.json").write_text(json.dumps({"steps": 3, "stopped_by": "another rank's budget"}))
+    assert run.read_outcome() == RunEnd(RunOutcome.FINISHED, None)  # an untyped reason of then
+
+
+def test_a_readers_probe_of_the_lock_never_makes_a_starting_run_busy(tmp_path):
+    """`is_locked` takes the lock for an instant; `lock` retries for LOCK_WAIT_S, so a run that
+    starts during a probe (here: a lock held for 0.3 s) still gets its directory."""
+    run = RunDir(tmp_path / "run")
+    code = (
+        f"import fcntl, os, time; fd = os.open({str(run.path / 'run.lock')!r}, os.O_RDWR | os.O_CREAT); "
+        "fcntl.flock(fd, fcntl.LOCK_SH); print('held', flush=True); time.sleep(0.3)"
+    )
+    run.path.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    run.lock()  # waits for the probe to let go
+    proc.wait()
     run.unlock()
 
 

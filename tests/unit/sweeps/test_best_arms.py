@@ -10,10 +10,11 @@ from pathlib import Path
 import optuna
 import pytest
 
-from sweeps.grid import Arm
+from sweeps.errors import ExperimentError
 from sweeps.queue import open_storage
 from sweeps.show import best_arms
-from sweeps.study import SweepError, SweepSpec, save_spec
+from sweeps.spec import Arm, save_spec
+from sweeps.sweep import SweepSpec
 
 
 def _sweep(
@@ -89,18 +90,20 @@ def test_arms_of_two_sweeps_take_their_best_trials_under_current_names(tmp_path)
 def test_sweeps_tuned_with_different_budgets_or_trials_are_refused(tmp_path):
     first = _sweep(tmp_path / "a", [Arm("sao", "sao")], {"sao": [0.6]})
     fewer = _sweep(tmp_path / "b", [Arm("grpo", "grpo")], {"grpo": [0.5]}, trials=10)
-    with pytest.raises(SweepError, match=r"differ in trials \(20 vs 10\); every arm needs the same tuning"):
+    with pytest.raises(
+        ExperimentError, match=r"differ in trials \(20 vs 10\); every arm needs the same tuning"
+    ):
         best_arms([first, fewer])
     cheaper = _sweep(tmp_path / "c", [Arm("grpo", "grpo")], {"grpo": [0.5]}, budget=6400)
-    with pytest.raises(SweepError, match="differ in budget"):
+    with pytest.raises(ExperimentError, match="differ in budget"):
         best_arms([first, cheaper])
 
 
 def test_an_arm_in_two_sweeps_or_without_a_completed_trial_is_refused(tmp_path):
     first = _sweep(tmp_path / "a", [Arm("sao", "sao")], {"sao": [0.6]})
     again = _sweep(tmp_path / "b", [Arm("sao", "sao")], {"sao": [0.7]})
-    with pytest.raises(SweepError, match="arm sao is in more than one sweep"):
+    with pytest.raises(ExperimentError, match="arm sao is in more than one sweep"):
         best_arms([first, again])
     empty = _sweep(tmp_path / "c", [Arm("grpo", "grpo")], {})
-    with pytest.raises(SweepError, match="grpo has no completed trial yet"):
+    with pytest.raises(ExperimentError, match="grpo has no completed trial yet"):
         best_arms([first, empty])

@@ -10,7 +10,6 @@ import optuna
 import pytest
 
 from bench.config import build_config, make_algorithm
-from sweeps.grid import Arm
 from sweeps.spaces import (
     Fixed,
     Param,
@@ -21,6 +20,7 @@ from sweeps.spaces import (
     param_from_table,
     space_for,
 )
+from sweeps.spec import Arm
 
 TINY = {"policy_lr": 1e-4, "critic_lr": 1e-3}
 
@@ -121,14 +121,22 @@ def test_a_space_file_with_an_old_field_name_replaces_the_current_field(tmp_path
 
 def test_bench_sweep_accepts_a_space_file_swept_with_old_names():
     from algorithms.deprecation import DeprecatedFormWarning, forget_warnings
-    from bench.commands.sweep import _check_spaces
-    from sweeps.study import SweepSpec
+    from bench.commands.sweep import resolve_spaces
+    from sweeps.sweep import SweepSpec
 
     space = {"algo.eps_high": {"type": "float", "low": 2.0, "high": 3.0}}
-    spec = SweepSpec("arith", (Arm("sao", "sao"),), 2, "reward/final", "maximize", ("trajectories", 64), (0,))
+    spec = SweepSpec(
+        task="arith",
+        arms=(Arm("sao", "sao"),),
+        trials=2,
+        objective="reward/final",
+        direction="maximize",
+        budget=("trajectories", 64),
+        seeds=(0,),
+    )
     forget_warnings()
     with pytest.warns(DeprecatedFormWarning, match="sao: algo.eps_high is now algo.dis_eps_high"):
-        firsts = _check_spaces(dataclasses.replace(spec, space=space), TINY)
+        _, firsts = resolve_spaces(dataclasses.replace(spec, space=space), TINY)
     assert firsts["sao"]["algo.dis_eps_high"] == 3.0  # the paper's 5.0, clipped into the file's range
 
 
@@ -161,17 +169,17 @@ def test_grid_values():
 
 
 def _trial_run(study, seeds=(0,), pruner="wilcoxon"):
-    from sweeps.study import SweepSpec
+    from sweeps.sweep import SweepSpec
     from sweeps.trials import TrialRun
 
     spec = SweepSpec(
-        "arith",
-        (Arm("grpo", "grpo"),),
-        5,
-        "eval/arith-val/avg_at_k",
-        "maximize",
-        ("trajectories", 64),
-        seeds,
+        task="arith",
+        arms=(Arm("grpo", "grpo"),),
+        trials=5,
+        objective="eval/arith-val/avg_at_k",
+        direction="maximize",
+        budget=("trajectories", 64),
+        seeds=seeds,
         pruner=pruner,
         eval_every=1,
     )
@@ -227,7 +235,7 @@ def _report(tmp_path, study, curve, key="eval/arith-val/avg_at_k"):
 
 
 def test_the_hyperband_pruner_cuts_collapsed_curves_at_a_rung(tmp_path):
-    from sweeps.study import make_pruner
+    from sweeps.search import make_pruner
 
     study = optuna.create_study(
         study_name="sao-arith", direction="maximize", pruner=make_pruner("hyperband", 4)
@@ -243,18 +251,18 @@ def test_the_hyperband_pruner_cuts_collapsed_curves_at_a_rung(tmp_path):
 
 
 def test_the_hyperband_resource_is_the_trials_report_count():
-    from sweeps.study import FINAL_REWARD, SweepSpec
-    from sweeps.sweep_worker import expected_reports
+    from sweeps.search import expected_reports
+    from sweeps.sweep import FINAL_REWARD, SweepSpec
 
     def spec(budget, objective="eval/arith-val/avg_at_k", seeds=(0,), every=25):
         return SweepSpec(
-            "arith",
-            (Arm("sao", "sao"),),
-            20,
-            objective,
-            "maximize",
-            budget,
-            seeds,
+            task="arith",
+            arms=(Arm("sao", "sao"),),
+            trials=20,
+            objective=objective,
+            direction="maximize",
+            budget=budget,
+            seeds=seeds,
             pruner="hyperband",
             eval_every=every,
         )

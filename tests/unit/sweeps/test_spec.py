@@ -1,23 +1,23 @@
-"""Comparison specs: arms from a list or a TOML file, budgets, the run configs every arm
-gets, and the fingerprint that tells one comparison from another."""
+"""Comparison and sweep specs: arms from a list or a TOML file, budgets, the run configs every
+arm gets, and the fingerprint that tells one experiment from another (the same for spec files
+written before the specs shared a base class)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from bench.config import build_config
-from sweeps.grid import (
-    Arm,
-    ComparisonSpec,
-    EvalPlan,
-    GridError,
-    parse_arms,
-    parse_budget,
-    parse_select,
-    save_spec,
-)
+from sweeps.comparison import ComparisonSpec, EvalPlan, parse_select
+from sweeps.errors import ExperimentError
+from sweeps.spec import Arm, load_spec, parse_arms, parse_budget, save_spec
+from sweeps.sweep import SweepSpec
+
+LEGACY = Path(__file__).with_name("legacy_specs.json")
+"""A comparison.json and a sweep.json written by the code before `sweeps.spec` (commit 2988a4b),
+with their fingerprints."""
 
 
 def _spec(**kw) -> ComparisonSpec:
@@ -39,7 +39,7 @@ def test_arms_from_a_list_with_presets_and_the_paper_alias():
         ("grpo+dis", "grpo", "dis", "grpo+dis"),
         ("ppo:vapo", "ppo", "vapo", "ppo_vapo"),
     ]
-    with pytest.raises(GridError, match="names the arm 'sao' twice"):
+    with pytest.raises(ExperimentError, match="names the arm 'sao' twice"):
         parse_arms("sao,sao")
 
 
@@ -53,7 +53,7 @@ def test_arms_from_a_toml_file(tmp_path):
     assert arms[0] == Arm("sao-k1", "sao", "single-critic-update", {"eps_high": 4.0}, {})
     assert arms[1].config_layer() == {"algo": "grpo", "policy_lr": 5e-5}
     path.write_text('[arms.x]\npreset = "dis"\n')
-    with pytest.raises(GridError, match="arm 'x' needs 'algo'"):
+    with pytest.raises(ExperimentError, match="arm 'x' needs 'algo'"):
         parse_arms(str(path))
 
 
@@ -73,7 +73,7 @@ def test_budgets(text, expected):
     "text", ["steps=10", "trajectories", "trajectories=-1", "tokens=1.5", "minutes=nan", "x=1"]
 )
 def test_bad_budgets_name_the_valid_kinds_or_the_problem(text):
-    with pytest.raises(GridError, match="--budget"):
+    with pytest.raises(ExperimentError, match="--budget"):
         parse_budget(text)
 
 
@@ -82,7 +82,7 @@ def test_every_arm_gets_the_same_shared_settings_budget_and_evaluation():
     configs = [build_config(*spec.config_layers(arm, 1)) for arm in spec.arms]
     for c in configs:
         assert (c.task, c.seed, c.mode, c.trajectories_per_step) == ("arith", 1, "sync", 64)
-        assert (c.max_trajectories, c.steps) == (1280, 1_000_000)
+        assert (c.max_trajectories, c.steps) == (1280, None)  # the budget stops it, no step limit
         assert (c.eval_every, c.eval_bench, c.eval_k, c.eval_limit, c.eval_seed) == (20, "arith", 4, 100, 7)
     assert [(c.algo, c.algo_preset) for c in configs] == [("sao", None), ("grpo", "dis"), ("ppo", "vapo")]
 
@@ -91,9 +91,9 @@ def test_best_on_selection_keeps_every_evaluated_checkpoint():
     plan = EvalPlan(("arith",), every=10, k=4, select=parse_select("best-on=gsm8k", ("arith",), 10))
     config = build_config(*_spec(eval=plan).config_layers(_spec().arms[0], 0))
     assert (config.eval_bench, config.checkpoint_every, config.keep_checkpoints) == ("arith,gsm8k", 10, 0)
-    with pytest.raises(GridError, match="also a reported benchmark"):
+    with pytest.raises(ExperimentError, match="also a reported benchmark"):
         parse_select("best-on=arith", ("arith",), 10)
-    with pytest.raises(GridError, match="needs in-training evaluation"):
+    with pytest.raises(ExperimentError, match="needs in-training evaluation"):
         parse_select("best-on=gsm8k", ("arith",), 0)
 
 
@@ -113,7 +113,7 @@ def test_the_spec_round_trips_and_another_comparison_is_refused(tmp_path):
     save_spec(tmp_path, spec, {"command": "bench compare A"})  # the same comparison: resumed
     other = _spec(seeds=(0, 1, 2))
     assert other.fingerprint() != spec.fingerprint()
-    with pytest.raises(GridError, match="holds a different comparison \\(bench compare A\\)"):
+    with pytest.raises(ExperimentError, match="holds a different comparison \\(bench compare A\\)"):
         save_spec(tmp_path, other, {})
 
 
@@ -126,3 +126,18 @@ def test_workers_get_disjoint_cores_and_gpus(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
     assert launch.gpu_sets(4) == ["4", "5", "6", "7"] and launch.gpu_sets(2) == ["4,5", "6,7"]
     assert launch.gpu_sets(5) == [None] * 5
+
+
+@pytest.mark.parametrize("cls", [ComparisonSpec, SweepSpec])
+def test_spec_files_of_the_previous_layout_load_with_their_fingerprints(cls, tmp_path):
+    saved = json.loads(LEGACY.read_text())[cls.SPEC_FILE]
+    (tmp_path / cls.SPEC_FILE).write_text(json.dumps(saved))
+    spec, data = load_spec(tmp_path, cls)
+    assert spec.fingerprint() == saved["fingerprint"]
+    assert json.loads(json.dumps(spec.to_json())) == {k: v for k, v in saved.items() if k != "fingerprint"}
+    assert save_spec(tmp_path, spec, {}) == data  # the same experiment: resumed, not refused
+
+
+def test_a_budget_layer_names_its_field_from_the_budget_table():
+    assert parse_budget("minutes=2.5").layer() == {"max_minutes": 2.5, "steps": None}
+    assert parse_budget("tokens=5e5").layer() == {"max_tokens": 500000, "steps": None}

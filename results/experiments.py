@@ -1,0 +1,71 @@
+"""The directory contract of comparisons (and, for what they share, sweeps), read by
+`results.comparison` and written by `sweeps/`: the spec file, `runs/<arm>-s<seed>/`,
+`status/<run>.json` (each run's state as its worker recorded it, `RunState`) and the final
+evaluation of the selected checkpoint under `runs/<run>/evals/final/`. Standard library only:
+the comparison and sweep workers use it without pandas.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from results.rundir import RunDir
+
+STATUS_DIR = "status"
+SPEC_FILE = "comparison.json"
+FINAL_EVAL_DIR = "final"  # runs/<run>/evals/final/<bench>.jsonl: the selected checkpoint's evaluation
+
+
+class RunState(StrEnum):
+    """A run of a comparison as its worker records it (status/<run>.json `state`)."""
+
+    PENDING = "pending"
+    """no worker has taken it yet (no status file)"""
+    RUNNING = "running"
+    FINISHED = "finished"
+    """trained to its budget and evaluated"""
+    STOPPED = "stopped"
+    """it ended itself (results.rundir.RunOutcome non-finite or starved): a result, reported"""
+    FAILED = "failed"
+    """a crash, a kill, or an evaluation that failed (`detail` says which)"""
+    BUSY = "busy"
+    """another live process trains it: a worker's duplicate claim, never recorded as its state"""
+
+
+def arm_slug(name: str) -> str:
+    """An arm's name as a directory name (`ppo:vapo` -> `ppo_vapo`); a run is `<slug>-s<seed>`."""
+    return re.sub(r"[^A-Za-z0-9+._-]", "_", name)
+
+
+def read_status(out: Path, run: str) -> dict[str, Any] | None:
+    """The status record a worker wrote for `run` of the comparison in `out` (None: none yet)."""
+    path = Path(out) / STATUS_DIR / f"{run}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def select_checkpoint(run_dir: Path, select: str | None) -> tuple[Path | None, str]:
+    """(checkpoint to evaluate, the rule that chose it) by the comparison's selection rule:
+    None/"final" -> the newest intact checkpoint; "best-on=BENCH" -> the checkpoint of the step
+    whose in-training evaluation on BENCH scored highest (the earliest such step on ties)."""
+    run = RunDir(run_dir)
+    if select in (None, "final"):
+        checkpoint, _ = run.latest_intact_checkpoint()
+        if checkpoint is None:
+            return None, "no intact checkpoint to evaluate"
+        return checkpoint, f"final checkpoint ({checkpoint.name})"
+    bench = select.partition("=")[2]
+    key = f"eval/{bench}/avg_at_k"
+    scored = [
+        (r[key], -r["step"]) for r in run.read_metrics() if r.get(key) is not None and r.get("step", 0) > 0
+    ]
+    if not scored:
+        return None, f"no in-training evaluation on {bench} to select by"
+    score, neg_step = max(scored)
+    checkpoint = run.checkpoint_dir(-neg_step)
+    if not checkpoint.is_dir():
+        return None, f"the best step on {bench} ({-neg_step}) has no checkpoint"
+    return checkpoint, f"best on {bench} (step {-neg_step}, avg@k {score:.4f})"

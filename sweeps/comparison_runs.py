@@ -1,0 +1,100 @@
+"""A comparison's runs as a worker plays them (`sweeps.worker`): train the claimed (arm, seed)
+run to the budget (`sweeps.runs.train_or_resume`: a fresh `bench run`, or `--resume` of a run a
+dead worker left behind, which continues from its last intact checkpoint), then evaluate its
+selected checkpoint with `bench eval`, the same code as a user's, with the comparison's
+evaluation seed, into `runs/<run>/evals/final/`.
+
+Outcomes, written to `status/<run>.json` for reports (`results.experiments.RunState`) and to
+the study for the scheduler: `finished` (the budget was spent), `stopped` (the run ended
+itself: non-finite losses, starved rollouts; kept, evaluated if it has a checkpoint, and
+reported as such) or `failed` (a crash, a kill, an evaluation that failed). Logs:
+`logs/<run>.run.log` and `logs/<run>.eval.log`, appended across attempts.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from results.experiments import STATUS_DIR, RunState, read_status
+from results.rundir import write_json_atomic
+from sweeps.comparison import ComparisonSpec
+from sweeps.queue import LEASE_S, Claim, RunQueue, open_storage
+from sweeps.runs import evaluate_checkpoint, train_or_resume
+from sweeps.spec import load_spec
+
+RUNS_DIR, LOGS_DIR, CONFIGS_DIR = "runs", "logs", "configs"
+
+
+class ComparisonRuns:
+    """The experiment of a comparison directory (`sweeps.worker.Experiment`)."""
+
+    def __init__(self, out: Path, cores: list[int] | None) -> None:
+        self.out, self.cores = out, cores
+        self.spec, data = load_spec(out, ComparisonSpec)
+        storage = open_storage(data.get("storage") or "", out / "study.journal")
+        self.queues = [RunQueue(storage, data["study"], lease_s=float(data.get("lease_s", LEASE_S)))]
+
+    def play(self, queue: RunQueue, claim: Claim) -> dict[str, Any]:
+        """Train and evaluate the claimed run; its status record (also written to status/)."""
+        out, name = self.out, claim.run
+        previous = read_status(out, name) or {}
+        status = {
+            "run": name,
+            "trial": claim.number,
+            "worker": queue.worker,
+            "state": RunState.RUNNING,
+            "attempts": previous.get("attempts", 0) + 1,
+            "started": time.time(),
+        }
+        _write_status(out, status)
+        arm, seed = self.spec.arm_and_seed(name)
+        layers = self.spec.config_layers(arm, seed)
+        config_file, log = out / CONFIGS_DIR / f"{name}.json", out / LOGS_DIR / f"{name}.run.log"
+        result = train_or_resume(out / RUNS_DIR / name, layers, config_file, log, self.cores)
+        if result.state is RunState.BUSY:  # another worker's process is training it: its status stays theirs
+            if previous:
+                _write_status(out, previous)
+            return {**status, "state": RunState.BUSY, "detail": result.detail}
+        status.update(state=result.state, detail=result.detail)
+        if result.state in (RunState.FINISHED, RunState.STOPPED):
+            ok, why = self.evaluate(name)
+            if not ok and result.state is RunState.FINISHED:
+                status.update(state=RunState.FAILED, detail=why)
+            status["evaluation"] = why
+        status["ended"] = time.time()
+        _write_status(out, status)
+        return status
+
+    def evaluate(self, name: str) -> tuple[bool, str]:
+        """Evaluate the run's selected checkpoint on the reported benchmarks: (ok, detail)."""
+        if not self.spec.eval.benchmarks:
+            return True, "no benchmarks to evaluate"
+        log = self.out / LOGS_DIR / f"{name}.eval.log"
+        return evaluate_checkpoint(self.out / RUNS_DIR / name, self.spec.eval, log, self.cores)
+
+    def record(self, queue: RunQueue, claim: Claim, status: dict[str, Any]) -> None:
+        """A duplicate is dropped, a failure failed, anything else finished with its value."""
+        if status["state"] == RunState.BUSY:
+            queue.drop_duplicate(claim, status["detail"])
+        elif status["state"] == RunState.FAILED:
+            queue.fail(claim, status["detail"])
+        else:
+            attrs = {k: status.get(k, "") for k in ("state", "detail", "evaluation")}
+            queue.finish(claim, self.value(claim.run), attrs)
+
+    def value(self, name: str) -> float:
+        """The trial's value: the mean score on the first reported benchmark (NaN without one)."""
+        if not self.spec.eval.benchmarks:
+            return float("nan")
+        bench = self.spec.eval.benchmarks[0]
+        path = self.out / RUNS_DIR / name / "evals" / "final" / f"{bench}.summary.json"
+        return float(json.loads(path.read_text())["avg_at_k"]) if path.exists() else float("nan")
+
+
+def _write_status(out: Path, status: dict[str, Any]) -> None:
+    path = out / STATUS_DIR / f"{status['run']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, status)
