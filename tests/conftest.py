@@ -1,5 +1,6 @@
 """Test-wide settings: never touch a model hub, keep CPU threads modest, skip GPU tests on CPU
-and Docker tests without a daemon."""
+and Docker tests without a daemon, and give tests the benchmark data: the full copies where
+they sit beside the checkout, else the samples shipped with the tests."""
 
 import os
 
@@ -8,26 +9,26 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from pathlib import Path  # noqa: E402
-
 import pytest  # noqa: E402
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-"""Real benchmark data (IMOAnswerBench, GSM8K) kept beside the checkout, not in it."""
+from tests.benchmark_data import benchmark_copy, copies_in_use  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def shared_data():
-    """`shared_data("gsm8k/test.jsonl")`: the path of a file of the shared benchmark data; the
-    test is skipped, with the reason, where the data is not present."""
+def benchmark_data():
+    """`benchmark_data("gsm8k/test.jsonl")`: the `DataCopy` of a benchmark file the tests read,
+    the full published set where `../shared/data` holds it, else the sample in tests/fixtures/data."""
+    return benchmark_copy
 
-    def path(relative: str) -> Path:
-        found = SHARED_DATA / relative
-        if not found.is_file():
-            pytest.skip(f"shared benchmark data not present: {found} (../shared/data beside the checkout)")
-        return found
 
-    return path
+def pytest_report_header(config):
+    """Which benchmark data the tests read (shown without -q)."""
+    return f"benchmark data: {copies_in_use()}"
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The same line at the end of the run, which -q keeps."""
+    terminalreporter.write_line(f"benchmark data: {copies_in_use()}")
 
 
 def _docker_daemon_error() -> str | None:
