@@ -18,6 +18,7 @@ from envs.swe.grading import TEST_DIRS, protected, scan_patch, split_patch
 from envs.swe.local_runtime import LocalRuntime
 from envs.swe.swe_mini import load_swe_mini, repo_files
 from envs.swe.workspace_memory import file_diff
+from tests.requires import sandbox_capability
 
 CLAMP = next(i for i in load_swe_mini() if i.instance_id == "swe-mini__clamp-1")
 T = "tests/test_g.py"
@@ -212,10 +213,7 @@ def test_base_grade_resets_protected_files_of_an_in_memory_workspace():
     assert grade.reset == ["conftest.py", "tests/test_calc.py"] and grade.resolved  # reported, no veto
 
 
-@pytest.mark.skipif(
-    not Sandbox.capabilities()["unprivileged_uid"],
-    reason="as root without a sandbox uid, /proc access is not limited by dumpability",
-)
+@sandbox_capability("unprivileged_uid")  # as root without a sandbox uid, dumpability does not limit /proc
 def test_a_child_cannot_open_the_parents_pipe_or_memory(tmp_path):
     # what a child that got past its guard would try: the parent's pipe to the harness (fd 1)
     # and its memory (the nonce); the parent made itself undumpable before starting children
