@@ -162,7 +162,8 @@ def test_a_failed_run_is_reported_as_failed(base_checkpoint, tmp_path):
 def postgres_db():
     """A fresh database on the server of BENCH_TEST_POSTGRES_URL (.ci/run starts one), dropped after;
     for tests marked `postgres`, which are skipped without that variable."""
-    url = os.environ[POSTGRES_URL_VARIABLE]
+    url = os.environ.get(POSTGRES_URL_VARIABLE)
+    assert url, "a test that uses postgres_db is marked postgres (skipped without the server)"
     import sqlalchemy
 
     name = f"bench_test_{uuid.uuid4().hex[:10]}"
