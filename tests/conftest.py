@@ -1,5 +1,6 @@
-"""Test-wide settings: never touch a model hub, keep CPU threads modest, skip GPU tests on CPU
-and Docker tests without a daemon."""
+"""Test-wide settings: never touch a model hub, keep CPU threads modest, skip the tests whose
+system service is missing (markers in tests/requires.py), and give tests the benchmark data:
+the full copies where they sit beside the checkout, else the samples shipped with the tests."""
 
 import os
 
@@ -8,58 +9,37 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from pathlib import Path  # noqa: E402
-
 import pytest  # noqa: E402
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-"""Real benchmark data (IMOAnswerBench, GSM8K) kept beside the checkout, not in it."""
+from tests.benchmark_data import benchmark_copy, copies_in_use  # noqa: E402
+from tests.requires import SERVICES, service_missing  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def shared_data():
-    """`shared_data("gsm8k/test.jsonl")`: the path of a file of the shared benchmark data; the
-    test is skipped, with the reason, where the data is not present."""
+def benchmark_data():
+    """`benchmark_data("gsm8k/test.jsonl")`: the `DataCopy` of a benchmark file the tests read,
+    the full published set where `../shared/data` holds it, else the sample in tests/fixtures/data."""
 
-    def path(relative: str) -> Path:
-        found = SHARED_DATA / relative
-        if not found.is_file():
-            pytest.skip(f"shared benchmark data not present: {found} (../shared/data beside the checkout)")
-        return found
-
-    return path
+    return benchmark_copy
 
 
-def _docker_daemon_error() -> str | None:
-    """Why `docker`-marked tests cannot run (no SDK, no daemon), or None when a daemon answers."""
-    try:
-        import docker
-    except ImportError:
-        return "needs the docker SDK (pip install -e '.[swe]') and a running Docker daemon"
-    try:
-        docker.from_env(timeout=3).ping()
-    except Exception as exc:  # no socket, connection refused, permission denied
-        return f"needs a running Docker daemon ({type(exc).__name__})"
-    return None
+def pytest_report_header(config):
+    """Which benchmark data the tests read (shown without -q)."""
+    return f"benchmark data: {copies_in_use()}"
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The same line at the end of the run, which -q keeps."""
+    terminalreporter.write_line(f"benchmark data: {copies_in_use()}")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip `gpu` tests when no CUDA device is present and `docker` tests when no daemon answers."""
-    docker_items = [item for item in items if item.get_closest_marker("docker")]
-    if docker_items:  # probe the daemon only when such tests were collected
-        reason = _docker_daemon_error()
+    """Skip the tests of each service marker (`docker`, `gpu`, `postgres`, `chromium`) with the
+    reason and the fix when the service is missing; each service is probed only when one of its
+    tests was collected (the Docker ping takes up to 3 s)."""
+    for marker in SERVICES:
+        marked = [item for item in items if item.get_closest_marker(marker)]
+        reason = service_missing(marker) if marked else None
         if reason:
-            for item in docker_items:
+            for item in marked:
                 item.add_marker(pytest.mark.skip(reason=reason))
-    try:
-        import torch
-
-        has_gpu = torch.cuda.is_available()
-    except Exception:  # pragma: no cover - torch missing entirely
-        has_gpu = False
-    if has_gpu:
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU")
-    for item in items:  # the marker, not the keyword: tests/gpu/ also holds engine tests that run on CPU
-        if item.get_closest_marker("gpu"):
-            item.add_marker(skip)

@@ -25,6 +25,7 @@ from bench.engines.base import GenerationRequest, SamplingParams
 from bench.models.logprobs import response_logprobs
 from bench.models.packing import pack
 from bench.models.tiny import new_tiny_model
+from tests.requires import requires
 
 TOLERANCE = 1e-3
 TEXTS = ["hi", "What is 2+2?", "x", "The quick brown fox\njumps", "a b c", "Q: 17*3\nA:"]
@@ -34,7 +35,7 @@ TEXTS = ["hi", "What is 2+2?", "x", "The quick brown fox\njumps", "a b c", "Q: 1
 def kind(request) -> str:
     """The engine under test; vLLM only where it is installed (and, by the marker, a GPU)."""
     if request.param == "vllm":
-        pytest.importorskip("vllm")
+        requires("vllm")
     return request.param
 
 
@@ -222,7 +223,7 @@ def test_close_and_recreate_in_one_process(kind, models):
 
 @pytest.mark.gpu
 def test_vllm_defaults_to_the_learner_dtype_and_records_it():
-    pytest.importorskip("vllm")
+    requires("vllm")
     model, tok = new_tiny_model(seed=0)
     engine = make_engine("vllm", model, tok, engine_args={"gpu_memory_utilization": 0.2})
     try:

@@ -18,6 +18,7 @@ import pytest
 
 from tests.integration.conftest import TASK_ARGS
 from tests.integration.test_cli_run import REPO, _assert_no_process_mentions, _env
+from tests.requires import POSTGRES_URL_VARIABLE
 
 pytestmark = pytest.mark.slow
 
@@ -158,18 +159,12 @@ def test_a_failed_run_is_reported_as_failed(base_checkpoint, tmp_path):
     assert "grpo-s0,grpo,0,failed" in runs
 
 
-def _postgres_url() -> str | None:
-    return os.environ.get("BENCH_TEST_POSTGRES_URL")
-
-
 @pytest.fixture
 def postgres_db():
-    """A fresh database on the server of BENCH_TEST_POSTGRES_URL (.ci/run starts one), dropped after."""
-    url = _postgres_url()
-    if not url:
-        pytest.skip(
-            "needs a PostgreSQL server: set BENCH_TEST_POSTGRES_URL=postgresql://user@host/db (.ci/run does)"
-        )
+    """A fresh database on the server of BENCH_TEST_POSTGRES_URL (.ci/run starts one), dropped after;
+    for tests marked `postgres`, which are skipped without that variable."""
+    url = os.environ.get(POSTGRES_URL_VARIABLE)
+    assert url, "a test that uses postgres_db is marked postgres (skipped without the server)"
     import sqlalchemy
 
     name = f"bench_test_{uuid.uuid4().hex[:10]}"
@@ -182,6 +177,7 @@ def postgres_db():
     admin.dispose()
 
 
+@pytest.mark.postgres
 def test_two_machines_share_one_comparison_through_postgresql(base_checkpoint, tmp_path, postgres_db):
     out = tmp_path / "shared-filesystem" / "cmp"
     cmd = _args(base_checkpoint, out, "--workers", "1", "--storage", postgres_db)

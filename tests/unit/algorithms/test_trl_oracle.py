@@ -13,7 +13,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-pytest.importorskip("trl")
+from tests.requires import requires
+
+requires("trl")
 from trl.trainer.grpo_trainer import GRPOTrainer  # noqa: E402
 from trl.trainer.rloo_trainer import RLOOTrainer  # noqa: E402
 from trl.trainer.utils import nanstd  # noqa: E402

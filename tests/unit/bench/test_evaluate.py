@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import zlib
 
 import pytest
@@ -17,7 +18,9 @@ from benchmarks.base import BenchmarkSpec, BuiltinSource, SamplingDefaults
 from benchmarks.scoring import eval_metrics, summarize
 from envs.base import Problem
 from envs.math.graders import GradeResult
+from envs.swe.docker_runtime import MISSING_EXTRA
 from results.evals import write_eval
+from tests.requires import requires
 
 SAMPLING = {"max_new_tokens": 24}  # a random model rarely stops by itself: keep samples short
 RECORD_FIELDS = {
@@ -163,8 +166,8 @@ def test_pass_at_k_matches_stats(tiny):
     assert metrics["eval/fake/avg_at_k"] == summary["avg_at_k"] and "eval/fake/pass_at_5" in metrics
 
 
-def test_swe_verified_needs_docker_and_says_so(tiny, tmp_path):
-    model, tokenizer = tiny
+def _one_verified_row(tmp_path):
+    """A SWE-bench Verified file of one row in the swebench 5 schema."""
     row = {
         "repo": "astropy/astropy",
         "instance_id": "astropy__astropy-12907",
@@ -183,7 +186,30 @@ def test_swe_verified_needs_docker_and_says_so(tiny, tmp_path):
     }
     data = tmp_path / "verified.json"
     data.write_text(json.dumps([row]))
-    with pytest.raises(ValueError, match=r"--runtime docker needs (the swebench|a running Docker)"):
+    return data
+
+
+def test_swe_verified_without_the_swe_extra_names_the_extra(tiny, tmp_path, monkeypatch):
+    """The README's install has neither swebench nor the docker SDK: the error is the install
+    hint. Where the extra is installed, importing them is made to fail the same way."""
+    model, tokenizer = tiny
+    loaded = [name for name in sys.modules if name.split(".")[0] in ("swebench", "docker")]
+    for name in {"swebench", "docker", *loaded}:
+        monkeypatch.setitem(sys.modules, name, None)  # `import name` raises ImportError
+    data = _one_verified_row(tmp_path)
+    with pytest.raises(ValueError) as info:
+        evaluate(model, tokenizer, bench_registry.get("swe-verified"), k=1, data_path=data, progress=False)
+    assert str(info.value) == MISSING_EXTRA
+
+
+def test_swe_verified_without_a_docker_daemon_says_so(tiny, tmp_path, monkeypatch):
+    """With the swe extra, a daemon that does not answer (here: DOCKER_HOST names a socket that
+    does not exist, whether or not this machine runs Docker) is the error."""
+    requires("swebench")
+    model, tokenizer = tiny
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-docker.sock'}")
+    data = _one_verified_row(tmp_path)
+    with pytest.raises(ValueError, match=r"^--runtime docker needs a running Docker daemon: \S"):
         evaluate(model, tokenizer, bench_registry.get("swe-verified"), k=1, data_path=data, progress=False)
 
 

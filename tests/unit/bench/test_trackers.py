@@ -15,6 +15,7 @@ import pytest
 
 from bench.errors import UsageError
 from bench.trackers import Trackers, check_report_to, numeric_metrics, open_trackers, parse_report_to
+from tests.requires import requires
 
 CONFIG = {"algo": "sao", "task": "arith", "trajectories_per_step": 8, "algo_config": {"eps_high": 5.0}}
 RECORDS = [
@@ -153,7 +154,7 @@ def offline(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name", list(READERS))
 def test_each_tracker_receives_the_metrics_stream_and_the_config(name, offline):
-    pytest.importorskip(name)
+    requires(name)
     run_dir = offline / "run-a"
     run_dir.mkdir()
     trackers = open_trackers(name, run_dir, CONFIG)
@@ -175,7 +176,7 @@ def test_each_tracker_receives_the_metrics_stream_and_the_config(name, offline):
 
 
 def test_a_resumed_run_continues_its_mlflow_run(offline):
-    pytest.importorskip("mlflow")
+    requires("mlflow")
     from mlflow.tracking import MlflowClient
 
     run_dir = offline / "run-b"

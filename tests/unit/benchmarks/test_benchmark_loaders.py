@@ -2,8 +2,9 @@
 provenance hashes, SWE-bench predictions and harness reports, and the registry's errors.
 
 Fixtures are written into tmp_path in each benchmark's official schema and loaded through
-`load(data_path=...)`. The real IMOAnswerBench and GSM8K copies live in `../shared/data`
-beside the clone; those tests skip when it is absent. No test touches the network.
+`load(data_path=...)`. The real IMOAnswerBench and GSM8K data: the full copies in
+`../shared/data` beside the clone where present, else the samples shipped in
+tests/fixtures/data. No test touches the network.
 """
 
 from __future__ import annotations
@@ -31,12 +32,16 @@ from benchmarks.swe_verified import (
 from envs.arith import ArithTask, worked_solution
 from envs.math.graders import grade_gsm8k, grade_integer, grade_symbolic
 from envs.splits import Split
+from tests.benchmark_data import Kind
 
-IMO_CSV = "imobench/answerbench_v2.csv"  # in the shared benchmark data (`shared_data` fixture)
+IMO_CSV = "imobench/answerbench_v2.csv"  # real benchmark data (`benchmark_data` fixture)
 GSM8K_JSONL = "gsm8k/test.jsonl"
-IMO_DATA_HASH = "811bcadf2e5e2e7a1739d132a6dfc591dd051e42b428f6d816f2fb6e9ffa2546"
-"""data_hash of the real IMOAnswerBench v2 copy under imo-answerbench v1: a change means the
-data or the prompt changed, and the spec's version must be bumped."""
+IMO_DATA_HASH = {
+    Kind.FULL: "811bcadf2e5e2e7a1739d132a6dfc591dd051e42b428f6d816f2fb6e9ffa2546",
+    Kind.SAMPLE: "f7518b1e602d2a700b427fd687be57d5c2d0bc061b81937e5828eefb17d943a8",
+}
+"""data_hash of the real IMOAnswerBench v2 copy (and of its sample) under imo-answerbench v1: a
+change means the data or the prompt changed, and the spec's version must be bumped."""
 
 HUB_AND_FILE_BENCHMARKS = ("imo-answerbench", "beyond-aime", "aime25", "gsm8k", "swe-verified")
 
@@ -130,24 +135,26 @@ def test_bad_files_fail_with_one_line(tmp_path):
 # ----------------------------------------------------------------------------- real copies
 
 
-def test_real_imo_answerbench_copy(shared_data):
-    imo_csv = shared_data(IMO_CSV)
+def test_real_imo_answerbench_copy(benchmark_data):
+    copy = benchmark_data(IMO_CSV)
+    imo_csv = copy.path
     spec = bench_registry.get("imo-answerbench")
     problems = spec.load(data_path=imo_csv)
-    assert len(problems) == 400 and len({p.key for p in problems}) == 400
+    assert len(problems) == copy.rows and len({p.key for p in problems}) == copy.rows
     first = problems[0]
     assert first.key == "imo-bench-algebra-001" and first.answer == "3"
     assert set(first.meta) == {"category", "subcategory", "source"} and first.meta["category"] == "Algebra"
     assert spec.grader is grade_symbolic and all("\\boxed{}" in p.prompt for p in problems)
-    assert spec.data_hash(problems) == IMO_DATA_HASH
+    assert spec.data_hash(problems) == IMO_DATA_HASH[copy.kind]
     record = spec.provenance(problems, data_path=imo_csv)
-    assert record["version"] == spec.version and record["n_problems"] == 400
-    assert record["data_hash"] == IMO_DATA_HASH and len(record["data_file_sha256"]) == 64
+    assert record["version"] == spec.version and record["n_problems"] == copy.rows
+    assert record["data_hash"] == IMO_DATA_HASH[copy.kind] and len(record["data_file_sha256"]) == 64
 
 
-def test_real_gsm8k_copy(shared_data):
-    problems = bench_registry.get("gsm8k").load(data_path=shared_data(GSM8K_JSONL))
-    assert len(problems) == 1319 and problems[-1].key == "gsm8k-1318"
+def test_real_gsm8k_copy(benchmark_data):
+    copy = benchmark_data(GSM8K_JSONL)
+    problems = bench_registry.get("gsm8k").load(data_path=copy.path)
+    assert len(problems) == copy.rows and problems[-1].key == f"gsm8k-{copy.rows - 1:04d}"
     assert grade_gsm8k("\\boxed{18}", problems[0].answer).correct  # Janet's ducks
 
 

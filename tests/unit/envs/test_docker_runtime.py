@@ -21,6 +21,7 @@ from envs.swe.scaffold import SweEnv
 from envs.swe.swebench_adapter import ALREADY_APPLIED_CHECK, RESET_BETWEEN_ATTEMPTS
 from envs.swe.workspace_memory import apply_unified_diff, file_diff
 from tests.fixtures.swe_demo import demo_instance
+from tests.requires import requires
 
 CALC = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
@@ -410,7 +411,7 @@ def test_unknown_repository_is_unavailable():
 @pytest.mark.docker
 def test_real_instance_gold_patch_resolves():
     """Set BENCH_SWE_INSTANCE to a JSON file holding one official SWE-bench instance."""
-    pytest.importorskip("swebench")
+    requires("swebench")
     path = os.environ.get("BENCH_SWE_INSTANCE")
     if not path:
         pytest.skip("set BENCH_SWE_INSTANCE=path/to/one_instance.json to run a real instance")

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from envs.sandbox import Sandbox, SandboxLimits
+from envs.sandbox import SandboxLimits
 from envs.swe.instance import SWEInstance
 from envs.swe.local_runtime import LocalRuntime, LocalWorkspace
 from envs.swe.runtime import RuntimeUnavailable
 from envs.swe.swe_mini import load_swe_mini, repo_files
+from tests.requires import sandbox_capability
 
 CLAMP = next(i for i in load_swe_mini() if i.instance_id == "swe-mini__clamp-1")
 T = "tests/test_h.py"  # the hostile test file written by the tests below
@@ -239,9 +240,7 @@ def test_import_errors_are_errors():
     assert "SystemExit" in details["tests/test_quit.py::test_b"]
 
 
-@pytest.mark.skipif(
-    not Sandbox.capabilities()["unprivileged_uid"], reason="the git dir is protected by the sandbox's own uid"
-)
+@sandbox_capability("unprivileged_uid")  # the git dir is protected by the sandbox's own uid
 def test_tests_do_not_leave_bytecode_or_reach_the_git_dir():
     code = "import os\n\ndef test_git():\n    assert not os.path.exists('.git')\n    open('../git/x', 'w')\n"
 

@@ -24,8 +24,7 @@ from envs.math.tasks import INSTRUCTION, MISSING_DATA, MathTask, split_position
 from envs.registry import UnknownTaskError
 from envs.sandbox.perf import measure_test_file_overhead
 
-GSM8K = "gsm8k/test.jsonl"  # in the shared benchmark data (`shared_data` fixture)
-GSM8K_ROWS = 1319
+GSM8K = "gsm8k/test.jsonl"  # real benchmark data (`benchmark_data` fixture: full copy or sample)
 
 
 def write_csv(path: Path, header: list[str], rows: list[list[str]]) -> Path:
@@ -38,8 +37,13 @@ def write_csv(path: Path, header: list[str], rows: list[list[str]]) -> Path:
 
 
 @pytest.fixture(scope="module")
-def gsm8k(shared_data) -> MathTask:
-    return MathTask(data=str(shared_data(GSM8K)))
+def gsm8k_rows(benchmark_data) -> int:
+    return benchmark_data(GSM8K).rows
+
+
+@pytest.fixture(scope="module")
+def gsm8k(benchmark_data) -> MathTask:
+    return MathTask(data=str(benchmark_data(GSM8K).path))
 
 
 @pytest.fixture
@@ -58,10 +62,10 @@ def run(coro):
 # ----------------------------------------------------------------------------- loading
 
 
-def test_gsm8k_schema_detected(gsm8k: MathTask) -> None:
+def test_gsm8k_schema_detected(gsm8k: MathTask, gsm8k_rows: int) -> None:
     assert gsm8k.grader_name == "gsm8k" and gsm8k.grader is grade_gsm8k
     everything = sorted(gsm8k.train + gsm8k.held_out, key=lambda p: p.key)
-    assert len(everything) == GSM8K_ROWS
+    assert len(everything) == gsm8k_rows
     first = everything[0]  # Janet's ducks: the solution ends with "#### 18"
     assert first.key == "math-00000" and first.answer == "18"
     assert first.prompt.startswith("Janet\u2019s ducks lay 16 eggs per day.")
@@ -109,12 +113,14 @@ def test_integer_answers_and_other_schemas(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- split
 
 
-def test_train_and_eval_are_disjoint(gsm8k: MathTask) -> None:
+def test_train_and_eval_are_disjoint(gsm8k: MathTask, gsm8k_rows: int) -> None:
     train_keys = {p.key for p in gsm8k.train}
     held_keys = {p.key for p in gsm8k.held_out}
-    assert not train_keys & held_keys and len(train_keys | held_keys) == GSM8K_ROWS
+    assert not train_keys & held_keys and len(train_keys | held_keys) == gsm8k_rows
     assert not {p.meta["problem"] for p in gsm8k.train} & {p.meta["problem"] for p in gsm8k.held_out}
-    assert 0.05 < len(held_keys) / GSM8K_ROWS < 0.15  # eval_fraction 0.1 of hashed positions
+    # eval_fraction 0.1 of hashed positions: within three binomial standard deviations of 0.1 n
+    # (1319 rows: 138 held out, band 99-165; the 51-row sample: 8, band 0-11)
+    assert abs(len(held_keys) - 0.1 * gsm8k_rows) <= 3 * (gsm8k_rows * 0.1 * 0.9) ** 0.5
     assert all(split_position(p.meta["problem"]) < 0.1 for p in gsm8k.held_out)
     rng = random.Random(0)
     assert all(gsm8k.sample_problem(rng).key in train_keys for _ in range(2000))
@@ -142,8 +148,8 @@ def test_both_sides_non_empty_and_duplicates_together(tmp_path: Path) -> None:
         MathTask(data=str(write_csv(tmp_path / "one.csv", ["problem", "answer"], [["x", "1"], ["x", "1"]])))
 
 
-def test_deterministic(gsm8k: MathTask, shared_data) -> None:
-    again = MathTask(data=str(shared_data(GSM8K)))
+def test_deterministic(gsm8k: MathTask, benchmark_data) -> None:
+    again = MathTask(data=str(benchmark_data(GSM8K).path))
     assert [p.key for p in gsm8k.eval_problems(20, seed=3)] == [
         p.key for p in again.eval_problems(20, seed=3)
     ]

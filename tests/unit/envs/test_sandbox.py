@@ -16,15 +16,9 @@ from pathlib import Path
 import pytest
 
 from envs.sandbox import Sandbox, SandboxLimits, SandboxResult
+from tests.requires import sandbox_capability
 
 CAPS = Sandbox.capabilities()
-
-
-def needs(capability: str):
-    """Skip unless this machine provides `capability` (as reported by Sandbox.capabilities())."""
-    return pytest.mark.skipif(
-        not CAPS.get(capability), reason=f"capabilities()[{capability!r}] is False here"
-    )
 
 
 def still_works(sb: Sandbox) -> None:
@@ -101,7 +95,7 @@ def test_10gb_write_stopped_at_file_size_limit() -> None:
         still_works(sb)
 
 
-@needs("process_limit")
+@sandbox_capability("process_limit")
 def test_fork_bomb_is_bounded_by_process_limit() -> None:
     # A finite fork loop (300 attempts, children exit after 2 s) under a 10 s wall limit.
     code = (
@@ -117,7 +111,7 @@ def test_fork_bomb_is_bounded_by_process_limit() -> None:
         still_works(sb)
 
 
-@needs("file_isolation")
+@sandbox_capability("file_isolation")
 def test_files_outside_workdir_are_unreadable(tmp_path: Path, box: Sandbox) -> None:
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
@@ -138,7 +132,7 @@ def test_files_outside_workdir_are_unreadable(tmp_path: Path, box: Sandbox) -> N
     still_works(box)
 
 
-@needs("network_namespace")
+@sandbox_capability("network_namespace")
 def test_no_network_to_host_listener() -> None:
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
@@ -159,7 +153,7 @@ def test_no_network_to_host_listener() -> None:
             assert "CONNECTED" in sb.run_python(code).stdout
 
 
-@needs("parent_kill_protection")
+@sandbox_capability("parent_kill_protection")
 def test_killing_the_parent_fails(box: Sandbox) -> None:
     harness = os.getpid()
     attempt = (

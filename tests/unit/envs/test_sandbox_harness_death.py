@@ -21,16 +21,10 @@ import pytest
 from envs import sandbox as sandbox_module
 from envs.sandbox import Sandbox, SandboxLimits
 from envs.sandbox.host import UID_BASE, UID_SLOTS, FreeSlots
+from tests.requires import sandbox_capability, sandbox_missing
 
 CAPS = Sandbox.capabilities()
 REPO = Path(__file__).resolve().parents[3]
-
-
-def needs(capability: str):
-    """Skip unless this machine provides `capability` (as reported by Sandbox.capabilities())."""
-    return pytest.mark.skipif(
-        not CAPS.get(capability), reason=f"capabilities()[{capability!r}] is False here"
-    )
 
 
 def pids_with(marker: str) -> list[int]:
@@ -56,7 +50,7 @@ sb.run([sys.executable, "-c", "import time\\nopen('started', 'w').close()\\nwhil
 """
 
 
-@needs("parent_death_kill")
+@sandbox_capability("parent_death_kill")
 @pytest.mark.slow
 def test_kill_9_of_the_harness_kills_the_run_and_next_start_cleans_up() -> None:
     marker = f"sbx-orphan-{secrets.token_hex(6)}"
@@ -97,7 +91,7 @@ def _free_slot() -> int:
     raise RuntimeError("no free slot")
 
 
-@needs("unprivileged_uid")
+@sandbox_capability("unprivileged_uid")
 def test_next_start_kills_strays_of_sandbox_uids_nobody_holds() -> None:
     # A stray, as a harness without a pid namespace would leave it: a process of a sandbox uid
     # whose slot lock is free (its Sandbox is gone).
@@ -116,7 +110,7 @@ def test_wall_limit_holds_without_the_harness(monkeypatch: pytest.MonkeyPatch, p
     """The child helper is started directly, and nobody enforces the wall limit from outside:
     init's alarm (pid namespace) or the program's inherited alarm (without) must end it."""
     if pid_namespace and not CAPS["pid_namespace"]:
-        pytest.skip("capabilities()['pid_namespace'] is False here")
+        pytest.skip(sandbox_missing("pid_namespace"))
     caps = {**CAPS, "pid_namespace": pid_namespace, "private_proc": CAPS["private_proc"] and pid_namespace}
     monkeypatch.setattr(sandbox_module.Sandbox, "capabilities", staticmethod(lambda: caps))
     with Sandbox(SandboxLimits(wall_seconds=1)) as sb:

@@ -18,22 +18,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from envs.sandbox import Sandbox, SandboxLimits
 from envs.sandbox.probe import PATH, child_command, keep_paths
+from tests.requires import sandbox_capability
 
 CAPS = Sandbox.capabilities()
 
 
-def needs(capability: str):
-    """Skip unless this machine provides `capability` (as reported by Sandbox.capabilities())."""
-    return pytest.mark.skipif(
-        not CAPS.get(capability), reason=f"capabilities()[{capability!r}] is False here"
-    )
-
-
-@needs("private_proc")
+@sandbox_capability("private_proc")
 def test_proc_shows_only_the_sandbox() -> None:
     code = (
         "import os\npids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\nprint(pids)\n"
@@ -46,7 +38,7 @@ def test_proc_shows_only_the_sandbox() -> None:
     assert "pytest" not in res.stdout and "snippet.py" in lines[2]
 
 
-@needs("private_tmp")
+@sandbox_capability("private_tmp")
 def test_outside_unix_sockets_are_unreachable() -> None:
     token = secrets.token_hex(6)
     paths = [f"/tmp/sbx-sock-{token}", f"/dev/shm/sbx-sock-{token}"]
@@ -79,7 +71,7 @@ def test_outside_unix_sockets_are_unreachable() -> None:
             Path(path).unlink(missing_ok=True)
 
 
-@needs("private_tmp")
+@sandbox_capability("private_tmp")
 def test_tmp_and_shm_writes_do_not_persist() -> None:
     token = secrets.token_hex(6)
     places = [f"/tmp/sbx-{token}", f"/var/tmp/sbx-{token}", f"/dev/shm/sbx-{token}"]
@@ -92,7 +84,7 @@ def test_tmp_and_shm_writes_do_not_persist() -> None:
     assert not any(os.path.exists(p) for p in places)
 
 
-@needs("private_tmp")
+@sandbox_capability("private_tmp")
 def test_tmp_var_tmp_and_shm_share_one_size_limit() -> None:
     code = (
         "written = 0\ntry:\n    for d in ('/tmp', '/dev/shm', '/var/tmp'):\n        for i in range(4):\n"
@@ -105,7 +97,7 @@ def test_tmp_var_tmp_and_shm_share_one_size_limit() -> None:
         assert res.killed_reason == "disk limit (16 MB, 10000 files)"
 
 
-@needs("private_tmp")
+@sandbox_capability("private_tmp")
 def test_tmp_file_count_is_limited() -> None:
     code = (
         "n = 0\ntry:\n    for i in range(5000):\n        open(f'/tmp/f{i}', 'w').close()\n        n += 1\n"
@@ -116,7 +108,7 @@ def test_tmp_file_count_is_limited() -> None:
         assert int(res.stdout.split()[-1]) < 200 and "No space left on device" in res.stderr
 
 
-@needs("workdir_size_limit")
+@sandbox_capability("workdir_size_limit")
 def test_owned_workdir_total_size_and_file_count_are_limited() -> None:
     big = "written = 0\ntry:\n    for i in range(10):\n        open(f'f{i}', 'wb').write(b'0' * 2**22)\n        written += 4\nfinally:\n    print(written)\n"
     many = "n = 0\ntry:\n    for i in range(5000):\n        open(f'e{i}', 'w').close()\n        n += 1\nfinally:\n    print(n)\n"
@@ -156,7 +148,7 @@ print('survivors', survivors, flush=True)
 """
 
 
-@needs("memory_total_limit")
+@sandbox_capability("memory_total_limit")
 def test_memory_of_all_processes_together_is_limited() -> None:
     # Four processes of 150 MB each: every one is under the 256 MB per-process limit, their
     # sum is not. At most one may hold its memory at the end (two would be 300 MB).
@@ -175,7 +167,7 @@ def test_program_killed_by_sigkill_is_reported_as_such() -> None:
         assert res.returncode == -signal.SIGKILL and "memory" in (res.killed_reason or "")
 
 
-@needs("user_namespaces_denied")
+@sandbox_capability("user_namespaces_denied")
 def test_new_user_namespaces_are_denied() -> None:
     code = (
         "import ctypes, os, subprocess, threading\nlibc = ctypes.CDLL(None, use_errno=True)\n"

@@ -14,16 +14,10 @@ import pytest
 
 from envs.sandbox import Sandbox, SandboxLimits
 from envs.sandbox.probe import PROJECT_TREE, default_cover
+from tests.requires import sandbox_capability
 
 CAPS = Sandbox.capabilities()
 LIMITS = SandboxLimits(wall_seconds=15)
-
-
-def needs(capability: str):
-    """Skip unless this machine provides `capability` (as reported by Sandbox.capabilities())."""
-    return pytest.mark.skipif(
-        not CAPS.get(capability), reason=f"capabilities()[{capability!r}] is False here"
-    )
 
 
 KEYCTL = """
@@ -44,7 +38,7 @@ KEY_PAYLOADS = {  # each must fail: what it would create is global to the uid
 }
 
 
-@needs("user_namespaces_denied")
+@sandbox_capability("user_namespaces_denied")
 @pytest.mark.parametrize("name", list(KEY_PAYLOADS))
 def test_kernel_keys_cannot_be_made_in_a_sandbox(name) -> None:
     token = secrets.token_hex(4)
@@ -80,7 +74,7 @@ print(made())
 """
 
 
-@needs("private_tmp")
+@sandbox_capability("private_tmp")
 def test_ipc_objects_do_not_outlive_a_run_or_the_sandbox() -> None:
     key, token = 0x5EB0 + secrets.randbelow(1000), secrets.token_hex(4)
     with Sandbox(LIMITS) as sb:
@@ -113,7 +107,7 @@ print(sorted(found))
 """
 
 
-@needs("unprivileged_uid")
+@sandbox_capability("unprivileged_uid")
 def test_no_directory_outside_the_private_ones_is_writable() -> None:
     # what a run could leave for the next one: files in a directory it may write
     with Sandbox(LIMITS) as sb:
@@ -121,7 +115,7 @@ def test_no_directory_outside_the_private_ones_is_writable() -> None:
     assert res.stdout.strip() == "[]", res
 
 
-@needs("mount_namespace")
+@sandbox_capability("mount_namespace")
 @pytest.mark.parametrize(
     "path",
     [PROJECT_TREE, f"{PROJECT_TREE}/envs/swe/mini/swe_mini.jsonl", f"{PROJECT_TREE}/.git", "/home", "/opt"],
@@ -142,14 +136,14 @@ def test_the_machines_data_and_this_project_are_covered(path) -> None:
     assert path in default_cover() or any(path.startswith(c + "/") for c in default_cover())
 
 
-@needs("mount_namespace")
+@sandbox_capability("mount_namespace")
 def test_installed_packages_stay_importable_under_the_cover() -> None:
     with Sandbox(LIMITS) as sb:
         res = sb.run_python("import json, numpy\nprint('ok')\n")
     assert res.stdout == "ok\n", res
 
 
-@needs("unprivileged_uid")
+@sandbox_capability("unprivileged_uid")
 def test_a_world_writable_system_directory_keeps_nothing(monkeypatch) -> None:
     import envs.sandbox.probe as probe
 

@@ -397,7 +397,8 @@ def test_demonstrations_fit_the_tiny_context_and_have_the_documented_noise():
 
 
 def test_synthetic_function_names_avoid_swe_mini():
-    mini = pytest.importorskip("envs.swe.swe_mini")
+    from envs.swe import swe_mini as mini
+
     names = set()
     for inst in mini.load_swe_mini():
         for text in mini.repo_files(inst.instance_id).values():
@@ -479,8 +480,9 @@ def _gold_edit(instance, files):
 
 @pytest.mark.parametrize("wrong", [False, True])
 def test_end_to_end_on_swe_mini_with_the_local_runtime(wrong):
-    mini = pytest.importorskip("envs.swe.swe_mini")
-    local = pytest.importorskip("envs.swe.local_runtime")
+    from envs.swe import local_runtime as local
+    from envs.swe import swe_mini as mini
+
     instance = next(i for i in mini.load_swe_mini() if i.instance_id == "swe-mini__average-1")
     path, number, text = _gold_edit(instance, mini.repo_files(instance.instance_id))
     if wrong:

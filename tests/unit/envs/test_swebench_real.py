@@ -13,9 +13,9 @@ import json
 import types
 from pathlib import Path
 
-import pytest
+from tests.requires import requires
 
-swebench = pytest.importorskip("swebench", minversion="5")
+swebench = requires("swebench", minversion="5")
 
 from swebench import types as swebench_types  # noqa: E402
 from swebench.harness.grading import get_eval_report, get_logs_eval  # noqa: E402

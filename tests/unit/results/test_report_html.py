@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,10 +17,10 @@ from results.comparison import load
 from results.report.figures import write_figures
 from results.report.html import table_html, write_index
 from results.report.plotting import Figure
+from tests.requires import chromium
 
 from .synthetic_runs import final_scores_frame
 
-CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 PROBE = """<script>
 window.addEventListener("load", function () {
   var images = Array.from(document.images).map(function (i) {
@@ -46,7 +45,7 @@ def render(index: Path, profile: Path) -> dict:
     probe = index.with_name("probe.html")
     probe.write_text(index.read_text().replace("</body>", PROBE + "</body>"))
     command = [
-        CHROMIUM,
+        chromium(),
         "--headless",
         "--no-sandbox",
         "--disable-gpu",
@@ -146,9 +145,7 @@ def test_repeated_section_headings_get_distinct_anchors(tmp_path):
     assert 'id="sec-a"' in text and 'id="sec-a-2"' in text and "Provenance" not in text
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium) to render the page"
-)
+@pytest.mark.chromium
 def test_index_renders_in_headless_chromium_with_every_image_and_table(synthetic_dirs, tmp_path):
     index, figures = _report(synthetic_dirs, tmp_path / "report")
     page = render(index, tmp_path / "profile")
