@@ -4,6 +4,7 @@ moves, critics train (with frozen attention where configured), async staleness b
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import pytest
@@ -19,11 +20,16 @@ from results.rundir import RunDir
 from tests.integration.conftest import TASK_ARGS
 
 
+@functools.cache
+def _has_critic(algo: str) -> bool:
+    return registry.get(algo)().critic is not None
+
+
 def _config(algo: str, base, **extra):
     fields = {f.name for f in dataclasses.fields(registry.get(algo).Config)}
     algo_args = {"critic_warmup_steps": 0} if "critic_warmup_steps" in fields else {}
     # critic_lr only where there is a critic: for an algorithm without one it is refused
-    critic = {"critic_lr": 1e-3} if registry.get(algo)().critic is not None else {}
+    critic = {"critic_lr": 1e-3} if _has_critic(algo) else {}
     layer = {
         "algo": algo,
         "model": str(base),
@@ -138,10 +144,9 @@ def test_a_resumed_drift_run_continues_the_phase_schedule(base_checkpoint, tmp_p
 def test_a_run_builds_its_algorithm_and_its_task_once(base_checkpoint, tmp_path, monkeypatch):
     """Validating the config, recording it in config.json and training all use the objects
     `build_run` made (before: the algorithm three times, the task twice)."""
-    import functools
-
     from envs import registry as task_registry
 
+    _has_critic("grpo")  # the helper's own look at the algorithm, made before counting starts
     built = {"algorithm": 0, "task": 0}
     for key, cls in (("algorithm", registry.get("grpo")), ("task", task_registry.get("arith"))):
 
