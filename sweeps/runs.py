@@ -10,7 +10,6 @@ config refused before the run started).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from results.experiments import RunState, select_checkpoint
-from results.rundir import BUSY_EXIT_CODE, RunDir, RunOutcome, write_json_atomic
+from results.files import read_json, write_json_atomic
+from results.rundir import BUSY_EXIT_CODE, RunDir, RunOutcome
 from sweeps.processes import last_line, run_bench, start_bench
 
 POLL_S = 1.0
@@ -113,4 +113,4 @@ def add_to_summary(run_dir: Path, key: str, value: Any) -> None:
     """Add one key to the run's summary.json (e.g. the sweep trial it belongs to)."""
     path = run_dir / "summary.json"
     if path.exists():
-        write_json_atomic(path, {**json.loads(path.read_text()), key: value})
+        write_json_atomic(path, {**read_json(path), key: value})

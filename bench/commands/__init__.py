@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 import types
 import typing
@@ -120,6 +121,11 @@ def launch_options(args: argparse.Namespace) -> Any:
     launch = LaunchOptions(**field_options(args, LaunchOptions))
     if launch.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {launch.workers}")
+    if not (math.isfinite(launch.lease_seconds) and launch.lease_seconds > 0):
+        raise UsageError(
+            f"--lease-seconds must be a positive number of seconds, got {launch.lease_seconds} (a worker "
+            "renews its lease every third of it; others take its run over when it runs out)"
+        )
     return launch
 
 
