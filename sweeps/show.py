@@ -11,13 +11,12 @@ read; results/ never opens the storage itself.
 
 from __future__ import annotations
 
-import json
 import statistics
 import warnings
 from pathlib import Path
 from typing import Any
 
-from results.files import read_json
+from results.files import read_json, write_json_atomic
 from results.tables import format_table
 from sweeps.errors import ExperimentError
 from sweeps.queue import open_storage
@@ -127,7 +126,7 @@ def show(out: Path, plots: bool = True) -> str:
         arm_summary["overhead"] = trial_overheads(out, spec, arm)
         summary["arms"][arm.name] = arm_summary
         lines += ["", _arm_text(arm.name, arm_summary)]
-    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    write_json_atomic(out / SUMMARY_FILE, summary)
     target = f"{out / 'study.journal'}" if not data.get("storage") else data["storage"]
     lines += [
         "",
