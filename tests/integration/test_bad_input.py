@@ -146,7 +146,10 @@ COMPARE = [
         ["--algos", "sao", "--budget", "tokens=1e999"],
         "--budget 'tokens=1e999': must be a finite number, got inf",
     ),
-    (["--algos", "sao", *B, "--lease-seconds", "-1"], "--lease-seconds must be a positive number of seconds"),
+    (
+        ["--algos", "sao", *B, "--lease-seconds", "-1"],
+        "--lease-seconds must be between 1 and",
+    ),
     (["--algos", "sao", *B, "--out", "{long}"], "{long}: file name too long"),
     (
         ["--algos", "sao", *B, "--out", "{badspec}"],
@@ -189,7 +192,7 @@ SWEEP = [
     (["--algo", "sao"], "--budget is required"),
     (["--algo", "grpx", *B], "unknown algorithm 'grpx'; did you mean 'grpo'?"),
     (["--show", "{empty}"], "is not a sweep directory (no sweep.json)"),
-    (["--algo", "sao", *B, "--lease-seconds", "0"], "--lease-seconds must be a positive number of seconds"),
+    (["--algo", "sao", *B, "--lease-seconds", "1e300"], "--lease-seconds must be between 1 and"),
     (["--algo", "sao", "--budget", "tokens=1e16"], "1e+16 is above the largest budget"),
     (["--algo", "sao", *B, "--out", "{long}"], "{long}/sweep.json: file name too long"),
     (["--show", "{badsweep}"], "{badsweep}/sweep.json: ends in the middle of a JSON value"),
