@@ -26,6 +26,8 @@ FAULTS = {
     errno.ENAMETOOLONG: "choose a shorter name (at most 255 bytes per name, 4096 per path)",
 }
 """The faults of the machine a command cannot work around -> what the user can do about them."""
+SPACE_FAULTS = (errno.ENOSPC, errno.EDQUOT)
+"""Faults of a write, which may name no file (the write after a successful open fails)."""
 
 LOW_SPACE_BYTES = 1 << 20
 """Free space below which a failed write that gave no reason is taken for a full disk (a writer
@@ -43,13 +45,14 @@ class DamagedFileError(ValueError):
 
 def fault_message(exc: OSError) -> str | None:
     """One line for an environment fault (`FAULTS`): the path, the system's reason and what
-    to do; None for any other OSError (a bug, kept with its traceback)."""
+    to do; None for any other OSError (a bug, kept with its traceback), and for a refusal that
+    names no path (EACCES, EPERM from something other than a file: not the output's fault)."""
     todo = FAULTS.get(exc.errno) if exc.errno is not None else None
-    if todo is None:
-        return None
     where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
+    if todo is None or not (where or exc.errno in SPACE_FAULTS):
+        return None
     reason = (exc.strerror or os.strerror(exc.errno)).lower()
-    return f"{where or 'the output'}: {reason}; {todo}"
+    return f"{where or 'writing the output'}: {reason}; {todo}"
 
 
 def named(exc: OSError, path: str | Path) -> OSError:
@@ -210,6 +213,8 @@ def remedy(path: Path) -> str:
             "remove it: the run then reads as unfinished, and resuming it (bench run --resume RUN_DIR, or "
             "its comparison or sweep) trains on from its last checkpoint and writes it again"
         )
+    if name == "sweep_summary.json":
+        return f"remove it and run bench sweep --show {path.parent} to write it again"
     if name == "env.json":
         return "remove it: only the run's provenance (commit, versions, hardware) is lost"
     if name.endswith((".summary.json", ".jsonl")):  # an evaluation's (the run's own .jsonl files never raise)

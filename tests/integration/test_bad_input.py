@@ -327,7 +327,9 @@ def _damaged_files(root: Path, config: dict) -> dict[str, str]:
     badrecords = RunDir.create(root / "badrecords", _full_config(config), {}).path
     final = badrecords / "evals" / "final"
     final.mkdir(parents=True)
-    (final / "arith.summary.json").write_text(json.dumps({"benchmark": "arith", "avg_at_k": 0.5, "k": 1}))
+    (final / "arith.summary.json").write_text(
+        json.dumps({"benchmark": "arith", "avg_at_k": 0.5, "k": 1, "n_problems": 1})
+    )
     (final / "arith.jsonl").write_bytes(bytes(range(255, 0, -1)) * 4)
     badspec = root / "badspec"
     badspec.mkdir()

@@ -35,6 +35,7 @@ DAMAGED_JSON = [  # (file name, content, what the message says is wrong, what it
     ("config.json", b"\x8c\xff\x00garbage", "not UTF-8 text (byte 0)", "restore it from a copy"),
     ("env.json", b'{"a": 1} trailing', "not valid JSON (Extra data at line 1 column 10)", "provenance"),
     ("arith.summary.json", b"[1, 2]", "holds a JSON list, not an object", "evaluate again"),
+    ("sweep_summary.json", b'{"arms": {"sao": {"cou', "cut short", "run bench sweep --show"),
 ]
 
 
@@ -87,6 +88,10 @@ def test_a_fault_of_the_machine_is_one_line_naming_the_path(code, says):
 def test_other_os_errors_are_not_faults_of_the_machine():
     assert fault_message(OSError(errno.EBADF, "Bad file descriptor")) is None
     assert fault_message(FileNotFoundError(errno.ENOENT, "No such file or directory", "x")) is None
+    assert fault_message(PermissionError(errno.EPERM, "Operation not permitted")) is None  # e.g. a signal
+    assert fault_message(OSError(errno.ENOSPC, "No space left on device")).startswith(
+        "writing the output: no space left on device"
+    )
 
 
 def test_a_write_that_fails_on_a_full_disk_names_its_file_and_leaves_no_temporary(tmp_path, monkeypatch):
