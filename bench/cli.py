@@ -1,7 +1,10 @@
 """The `bench` command line. Each subcommand lives in `bench.commands.<name>` (its options and
 its handler, which imports what it needs lazily), so `bench --help` and a bad name answer fast.
-A user mistake (unknown name, bad config value, missing file) ends with a one-line
-`bench: error: ...` and exit code 2, never a traceback. Other endings, each one line: a run
+A user mistake (unknown name, bad config value, missing file, a damaged results file) ends with
+a one-line `bench: error: ...` and exit code 2, never a traceback; so does a fault of the machine
+under an output (a full disk, a read-only or forbidden directory, a name too long:
+`results.files.fault_message`), before or during the work, which keeps what it completed
+(checkpoints, finished runs). Other endings, each one line: a run
 directory another process holds (`results.rundir.BUSY_EXIT_CODE`, 75), a run that stopped itself
 (1), Ctrl-C (130), SIGTERM (143).
 """
@@ -107,6 +110,7 @@ def _dispatch(argv: list[str] | None) -> int:
     """Parse `argv` and run its subcommand; a user error or a stopped run becomes its exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    from results.files import fault_message
     from results.rundir import BUSY_EXIT_CODE, RunDirBusy
 
     try:
@@ -122,6 +126,12 @@ def _dispatch(argv: list[str] | None) -> int:
         return BUSY_EXIT_CODE
     except _user_error_types() as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        fault = fault_message(exc)
+        if fault is None:  # not the machine's fault: a bug, with its traceback
+            raise
+        print(f"bench: error: {fault}", file=sys.stderr)
         return 2
     except RunStopped as exc:
         print(f"bench: run stopped: {exc}", file=sys.stderr)
@@ -139,6 +149,7 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     from benchmarks.registry import UnknownBenchmarkError
     from envs.registry import UnknownTaskError
     from results.evals import EvalStoreError
+    from results.files import DamagedFileError
     from results.report import ReportError
     from results.rundir import RunDirError
     from sweeps.errors import ExperimentError
@@ -151,6 +162,7 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         BenchmarkDataError,
         RunDirError,
         EvalStoreError,
+        DamagedFileError,
         ReportError,
         ExperimentError,
     )

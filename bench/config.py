@@ -22,7 +22,7 @@ from bench.config_renames import current_names, layer_algo
 from bench.config_values import coerce_task_args, coerce_value, did_you_mean
 from bench.engines.base import ENGINE_NAMES
 from bench.errors import UsageError
-from results.budgets import BUDGETS
+from results.budgets import BUDGETS, check_amount
 
 MODES = ("async", "sync")
 STALE_POLICIES = ("drop", "requeue")
@@ -291,17 +291,19 @@ def validate(config: RunConfig) -> None:
 
 def check_budgets(config: RunConfig) -> None:
     """Every limit of the budget table (`results.budgets.BUDGETS`) that is set: a whole number
-    >= 1, or a finite number > 0 (None: no limit of that kind)."""
+    >= 1, or a finite number > 0, and at most `results.budgets.MAX_AMOUNT` (None: no limit of
+    that kind)."""
     for row in BUDGETS:
         value = getattr(config, row.field)
         if value is None:
             continue
         if row.whole and value < 1:
             raise UsageError(f"{row.field}: must be >= 1, got {value}")
-        if not row.whole and not math.isfinite(value):
-            raise UsageError(f"{row.field}: must be a finite number, got {value}")
         if not row.whole and value <= 0:
             raise UsageError(f"{row.field}: must be > 0, got {value}")
+        problem = check_amount(row.field, value)
+        if problem is not None:
+            raise UsageError(problem)
 
 
 def check_model_spec(spec: str) -> None:

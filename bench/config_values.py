@@ -41,7 +41,7 @@ def coerce_value(name: str, raw: Any, annotation: Any) -> Any:
     if annotation in (int, float):
         try:
             value = annotation(raw)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf), e.g. 1e999
             raise UsageError(f"{name}: expected {annotation.__name__}, got {raw!r}") from None
         if annotation is int and isinstance(raw, float) and raw != int(raw):
             raise UsageError(f"{name}: expected int, got {raw!r}")

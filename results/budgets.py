@@ -51,6 +51,28 @@ BUDGETS: tuple[BudgetRow, ...] = (
 """Every budget kind, in the order a run checks them (the first spent one is its stop reason)."""
 
 
+MAX_AMOUNT = 2**53
+"""The largest budget amount of any kind (about 9.0e15). Amounts travel as JSON numbers and
+floats (`--budget` parses a float; spec files, config.json, summaries), and above 2**53 not
+every whole number is one: a budget there would not be the one asked for, or stop where it
+says. Every realistic budget is far below (1e12 tokens is more than any RL run generates)."""
+
+
+def check_amount(name: str, amount: float) -> str | None:
+    """What is wrong with a budget amount (not finite, not positive, above `MAX_AMOUNT`), as
+    the end of a one-line error about `name`; None when it is fine."""
+    if amount != amount or amount in (float("inf"), float("-inf")):
+        return f"{name}: must be a finite number, got {amount}"
+    if amount <= 0:
+        return f"{name}: must be a positive number, got {amount:g}"
+    if amount > MAX_AMOUNT:
+        return (
+            f"{name}: {amount:g} is above the largest budget, 2**53 (~9.0e15), beyond which a JSON or "
+            "float number no longer holds every whole number"
+        )
+    return None
+
+
 def budget_of(kind: BudgetKind | str) -> BudgetRow:
     """The table row of `kind` (KeyError for a kind that is not in the table)."""
     for row in BUDGETS:

@@ -20,6 +20,7 @@ import pandas as pd
 from benchmarks.scoring import correct_by_problem
 from results.evals import read_records, read_summary
 from results.experiments import FINAL_EVAL_DIR, SPEC_FILE, RunState, arm_slug, read_status
+from results.files import read_json
 from results.rundir import RunDir
 
 COLLAPSE_FRACTION = 0.5
@@ -91,7 +92,7 @@ def load(paths: list[str | Path]) -> Comparison:
     specs, entries, rows, metrics, scores, summaries = [], [], [], [], [], []
     for source in map(Path, paths):
         if (source / SPEC_FILE).exists():
-            spec = json.loads((source / SPEC_FILE).read_text())
+            spec = read_json(source / SPEC_FILE)
             specs.append(spec)
             entries += _spec_runs(source, spec)
         elif (source / "config.json").exists():
@@ -176,9 +177,9 @@ def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list
     run = RunDir(path)
     config = run.read_config()
     row["config_hash"] = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
-    env = json.loads((path / "env.json").read_text()) if (path / "env.json").exists() else {}
+    env = read_json(path / "env.json") if (path / "env.json").exists() else {}
     row["commit"] = env.get("git_commit")
-    summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").exists() else {}
+    summary = read_json(path / "summary.json") if (path / "summary.json").exists() else {}
     end = run.read_outcome()
     row.update(
         outcome=None if end is None else str(end.outcome),
@@ -207,7 +208,7 @@ def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list
     row["stale_dropped"] = sum(m.get("rollout/stale_dropped") or 0 for m in metric_rows)
     final = path / "evals" / FINAL_EVAL_DIR
     selected = final / "selected.json"
-    row["selected"] = json.loads(selected.read_text()).get("rule") if selected.exists() else None
+    row["selected"] = read_json(selected).get("rule") if selected.exists() else None
     scores, summaries = [], []
     for summary_path in sorted(final.glob("*.summary.json")) if final.is_dir() else []:
         s = read_summary(summary_path)

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from results.files import named, read_json, read_jsonl, write_json_atomic, write_text_atomic
+
 
 def eval_paths(out_dir: str | Path, benchmark: str) -> tuple[Path, Path]:
     """(records file, summary file) of `benchmark` in `out_dir`."""
@@ -25,33 +27,25 @@ def write_eval(
     """Write `<out_dir>/<bench>.jsonl` (records) and `<out_dir>/<bench>.summary.json`, each atomically."""
     records_path, summary_path = eval_paths(out_dir, summary["benchmark"])
     records_path.parent.mkdir(parents=True, exist_ok=True)
-    lines = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records)
-    for path, text in (
-        (records_path, lines),
-        (summary_path, json.dumps(summary, indent=2, default=str) + "\n"),
-    ):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+    write_text_atomic(records_path, _lines(records))
+    write_json_atomic(summary_path, summary)
     return records_path, summary_path
 
 
+def _lines(records: Sequence[Mapping[str, Any]]) -> str:
+    """Records as JSON lines."""
+    return "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records)
+
+
 def read_records(path: str | Path) -> list[dict[str, Any]]:
-    """The records of a `<bench>.jsonl` file, in file order (a torn last line is ignored)."""
-    rows = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
-    return rows
+    """The records of a `<bench>.jsonl` file, in file order (written whole: a line that does not
+    parse is damage, `results.files.DamagedFileError`)."""
+    return read_jsonl(path, appended=False)
 
 
 def read_summary(path: str | Path) -> dict[str, Any]:
     """The summary of a `<bench>.summary.json` file."""
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    return read_json(path)
 
 
 class EvalStoreError(ValueError):
@@ -97,28 +91,31 @@ class EvalStore:
         partial file afresh when there is none or its settings differ); then open it for `add`."""
         done: list[dict[str, Any]] = []
         if self.partial_path.exists():
-            rows = read_records(self.partial_path)
+            rows = read_jsonl(self.partial_path, appended=True)  # a kill may tear its last line
             if rows and rows[0].get("settings") == dict(settings):
                 done = rows[1:]
         self.partial_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.partial_path.with_name(self.partial_path.name + ".tmp")
-        lines = [{"settings": dict(settings)}, *done]
-        tmp.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in lines), "utf-8")
-        os.replace(tmp, self.partial_path)
+        write_text_atomic(self.partial_path, _lines([{"settings": dict(settings)}, *done]))
         self._file = self.partial_path.open("a", encoding="utf-8")
         return done
 
     def add(self, record: Mapping[str, Any]) -> None:
         """Append one finished sample's record (synced every `sync_every` records)."""
         assert self._file is not None, "call resume() first"
-        self._file.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        try:
+            self._file.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        except OSError as exc:  # a full disk: name the file
+            raise named(exc, self.partial_path) from None
         self._unsynced += 1
         if self._unsynced >= self.sync_every:
             self._sync()
 
     def _sync(self) -> None:
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        try:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except OSError as exc:
+            raise named(exc, self.partial_path) from None
         self._unsynced = 0
 
     def close(self) -> None:

@@ -7,12 +7,12 @@ the comparison and sweep workers use it without pandas.
 
 from __future__ import annotations
 
-import json
 import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from results.files import read_json
 from results.rundir import RunDir
 
 STATUS_DIR = "status"
@@ -44,7 +44,7 @@ def arm_slug(name: str) -> str:
 def read_status(out: Path, run: str) -> dict[str, Any] | None:
     """The status record a worker wrote for `run` of the comparison in `out` (None: none yet)."""
     path = Path(out) / STATUS_DIR / f"{run}.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    return read_json(path) if path.exists() else None
 
 
 def select_checkpoint(run_dir: Path, select: str | None) -> tuple[Path | None, str]:

@@ -33,6 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from results.budgets import BudgetKind
+from results.files import (
+    DamagedFileError,
+    append_line,
+    read_json,
+    read_jsonl,
+    write_json_atomic,
+    write_text_atomic,
+)
 
 CHECKPOINT_PREFIX = "step_"
 MANIFEST = "manifest.json"
@@ -82,13 +90,6 @@ class RunDirBusy(RunDirError):
     """The run directory is locked by another live process (exit code `BUSY_EXIT_CODE`)."""
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to `path` through a temporary file and a rename."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
-
-
 class RunDir:
     """A run directory on disk and the operations the training loop needs on it."""
 
@@ -101,69 +102,64 @@ class RunDir:
     def create(cls, path: str | Path, config: dict[str, Any], env: dict[str, Any]) -> RunDir:
         """Make a new run directory and write config.json and `env` (provenance) as env.json."""
         run = cls(path)
-        if run.path.exists() and any(run.path.iterdir()):
+        existed = run.path.exists()
+        if existed and any(run.path.iterdir()):
             raise RunDirError(
                 f"--out {run.path} already exists and is not empty; use --resume {run.path} to continue it"
             )
-        run.checkpoints.mkdir(parents=True, exist_ok=True)
-        (run.path / "evals").mkdir(exist_ok=True)
-        write_json_atomic(run.path / "config.json", config)
-        write_json_atomic(run.path / "env.json", env)
-        run.metrics_path.touch()
+        try:
+            run.checkpoints.mkdir(parents=True, exist_ok=True)
+            (run.path / "evals").mkdir(exist_ok=True)
+            write_json_atomic(run.path / "config.json", config)
+            write_json_atomic(run.path / "env.json", env)
+            run.metrics_path.touch()
+        except OSError:  # e.g. a full disk: leave nothing that would block the same --out later
+            if not existed:
+                shutil.rmtree(run.path, ignore_errors=True)
+            raise
         return run
 
     def update_env(self, extra: dict[str, Any]) -> None:
         """Add keys to env.json (provenance learnt after the start, e.g. the engine's)."""
         path = self.path / "env.json"
-        env = json.loads(path.read_text()) if path.exists() else {}
+        env = read_json(path) if path.exists() else {}
         write_json_atomic(path, {**env, **extra})
 
     def read_config(self) -> dict[str, Any]:
         """The resolved config this run was started with."""
-        return json.loads((self.path / "config.json").read_text())
+        return read_json(self.path / "config.json")
 
     def append_metrics(self, record: dict[str, Any]) -> None:
         """Append one step's metrics as a JSON line, durably (NaN/inf are written as null,
         so every line is strict JSON)."""
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
-        with open(self.metrics_path, "a") as f:
-            f.write(json.dumps(clean, default=float) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        append_line(self.metrics_path, json.dumps(clean, default=float))
 
     def append_event(self, record: dict[str, Any]) -> None:
         """Append one event (a resume, ...) to events.jsonl, durably, with its wall-clock time."""
-        import time
-
-        with open(self.path / "events.jsonl", "a") as f:
-            f.write(json.dumps({"time": time.time(), **record}, default=str) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        append_line(self.path / "events.jsonl", json.dumps({"time": time.time(), **record}, default=str))
 
     def append_timeline(self, record: dict[str, Any]) -> None:
         """Append one step's line to timeline.jsonl (flushed, not fsynced: it is diagnostics,
         and a torn last line is skipped by its readers)."""
-        with open(self.path / "timeline.jsonl", "a") as f:
-            f.write(json.dumps(record, separators=(",", ":")) + "\n")
+        append_line(self.path / "timeline.jsonl", json.dumps(record, separators=(",", ":")), sync=False)
 
     def read_timeline(self) -> list[dict[str, Any]]:
         """All complete lines of timeline.jsonl (none when the file does not exist)."""
-        return _read_jsonl(self.path / "timeline.jsonl")
+        return read_jsonl(self.path / "timeline.jsonl", appended=True)
 
     def read_events(self) -> list[dict[str, Any]]:
         """All complete lines of events.jsonl (none when the file does not exist)."""
-        return _read_jsonl(self.path / "events.jsonl")
+        return read_jsonl(self.path / "events.jsonl", appended=True)
 
     def read_metrics(self) -> list[dict[str, Any]]:
         """All complete metric lines (a torn last line from a crash is ignored)."""
-        return _read_jsonl(self.metrics_path)
+        return read_jsonl(self.metrics_path, appended=True)
 
     def truncate_metrics(self, last_step: int) -> None:
         """Keep only metric lines with step <= last_step (resume: no gap, no duplicate)."""
         keep = [r for r in self.read_metrics() if r.get("step", 0) <= last_step]
-        tmp = self.metrics_path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(r, default=float) + "\n" for r in keep))
-        os.replace(tmp, self.metrics_path)
+        write_text_atomic(self.metrics_path, "".join(json.dumps(r, default=float) + "\n" for r in keep))
 
     def checkpoint_dir(self, step: int) -> Path:
         """Where the checkpoint of `step` lives."""
@@ -276,7 +272,7 @@ class RunDir:
         path = self.path / SUMMARY_FILE
         if not path.exists():
             return None
-        data = json.loads(path.read_text())
+        data = read_json(path)
         outcome = RunOutcome(data.get("outcome", RunOutcome.FINISHED))
         stopped_by = data.get("stopped_by")
         kind = BudgetKind(stopped_by) if stopped_by in tuple(BudgetKind) else None
@@ -302,17 +298,6 @@ def _locks_stay_with_the_parent() -> None:
 
 
 os.register_at_fork(after_in_child=_locks_stay_with_the_parent)
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The complete lines of a JSON-lines file, up to a torn one (none when it does not exist)."""
-    rows = []
-    for line in path.read_text().splitlines() if path.exists() else []:
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
-    return rows
 
 
 def _file_digests(directory: Path) -> dict[str, dict[str, Any]]:
@@ -343,8 +328,8 @@ def verify_checkpoint(checkpoint: Path) -> str | None:
         legacy = (checkpoint / "learner.pt").exists() and (checkpoint / "policy").is_dir()
         return None if legacy else "no manifest.json and incomplete"
     try:
-        files = json.loads(manifest.read_text())["files"]
-    except (json.JSONDecodeError, KeyError, TypeError):
+        files = read_json(manifest)["files"]
+    except (DamagedFileError, KeyError, TypeError):
         return "manifest.json is unreadable"
     actual = _file_digests(checkpoint)
     for name, expected in files.items():

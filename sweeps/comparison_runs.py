@@ -13,13 +13,12 @@ reported as such) or `failed` (a crash, a kill, an evaluation that failed). Logs
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 from results.experiments import STATUS_DIR, RunState, read_status
-from results.rundir import write_json_atomic
+from results.files import read_json, write_json_atomic
 from sweeps.comparison import ComparisonSpec
 from sweeps.queue import LEASE_S, Claim, RunQueue, open_storage
 from sweeps.runs import evaluate_checkpoint, train_or_resume
@@ -91,7 +90,7 @@ class ComparisonRuns:
             return float("nan")
         bench = self.spec.eval.benchmarks[0]
         path = self.out / RUNS_DIR / name / "evals" / "final" / f"{bench}.summary.json"
-        return float(json.loads(path.read_text())["avg_at_k"]) if path.exists() else float("nan")
+        return float(read_json(path)["avg_at_k"]) if path.exists() else float("nan")
 
 
 def _write_status(out: Path, status: dict[str, Any]) -> None:

@@ -48,16 +48,18 @@ class QueueError(ExperimentError):
 
 def open_storage(url: str, default_journal: Path) -> Any:
     """An Optuna storage: `url` None/"" -> a journal file at `default_journal`; `journal:PATH`
-    -> that journal file; anything else is an RDB URL (`postgresql://...`, `sqlite:///...`).
-    A storage that cannot be reached is a QueueError, before any work starts."""
+    -> that journal file (`sweeps.journal`: a torn last record is repaired, a kill leaves no
+    stale lock); anything else is an RDB URL (`postgresql://...`, `sqlite:///...`). A storage
+    that cannot be reached is a QueueError, before any work starts."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if not url or url.startswith("journal:"):
+        from sweeps.journal import RepairingJournal
+
         path = Path(url.partition(":")[2]) if url else default_journal
         path.parent.mkdir(parents=True, exist_ok=True)
-        backend = optuna.storages.journal.JournalFileBackend(str(path))
-        return optuna.storages.JournalStorage(backend)
+        return optuna.storages.JournalStorage(RepairingJournal(path))
     try:
         return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
     except Exception as exc:  # bad URL, server down, driver missing: say which, in one line

@@ -10,7 +10,6 @@ config refused before the run started).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,10 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from results.experiments import RunState, select_checkpoint
-from results.rundir import BUSY_EXIT_CODE, RunDir, RunOutcome, write_json_atomic
+from results.files import read_json, write_json_atomic
+from results.rundir import BUSY_EXIT_CODE, RunDir, RunOutcome
 from sweeps.processes import last_line, run_bench, start_bench
 
 POLL_S = 1.0
+ONE_LINE_EXIT_CODE = 2
+"""`bench`'s exit code after a one-line error: bad input, or a fault of the machine (a full disk),
+which may have kept the run from recording its end (it then reads as killed)."""
 STOPPED_ITSELF = (RunOutcome.NON_FINITE, RunOutcome.STARVED)
 """Outcomes of a run that ended itself: a result (evaluated if it has a checkpoint), not a crash."""
 
@@ -86,6 +89,8 @@ def run_result(code: int, pid: int, run_dir: Path, log: Path) -> RunResult:
         return RunResult(RunState.FINISHED, str(end.stopped_by))
     if end.outcome in STOPPED_ITSELF:
         return RunResult(RunState.STOPPED, f"{end.outcome}: {end.detail}")
+    if end.outcome is RunOutcome.KILLED and code == ONE_LINE_EXIT_CODE:  # it could not record its end
+        return RunResult(RunState.FAILED, f"bench run exited with {code}: {last_line(log)}")
     return RunResult(RunState.FAILED, f"bench run exited with {code}: {end.outcome}: {end.detail}")
 
 
@@ -113,4 +118,4 @@ def add_to_summary(run_dir: Path, key: str, value: Any) -> None:
     """Add one key to the run's summary.json (e.g. the sweep trial it belongs to)."""
     path = run_dir / "summary.json"
     if path.exists():
-        write_json_atomic(path, {**json.loads(path.read_text()), key: value})
+        write_json_atomic(path, {**read_json(path), key: value})

@@ -76,12 +76,14 @@ def _stalled(values: dict[int, float], maximize: bool) -> bool:
 
 def fill_study(study: Any, trials: int, first: dict[str, Any]) -> None:
     """Enqueue the study's N trial slots once: `first` (the paper's defaults) as fixed
-    parameters, the rest empty; a study that has trials is left as it is."""
-    if study.get_trials(deepcopy=False):
-        return
+    parameters, the rest empty. A slot that has a trial is left as it is, so a fill cut short
+    (a kill, or a journal whose last records were lost) is completed by the next start."""
+    filled = {t.user_attrs.get("run") for t in study.get_trials(deepcopy=False)}
     for slot in range(trials):
-        params = first if slot == 0 else {}
-        study.enqueue_trial(params, user_attrs={"run": f"trial-{slot:03d}"}, skip_if_exists=False)
+        run = f"trial-{slot:03d}"
+        if run not in filled:
+            params = first if slot == 0 else {}
+            study.enqueue_trial(params, user_attrs={"run": run}, skip_if_exists=False)
 
 
 def suggest(trial: Any, p: Param) -> Any:

@@ -11,12 +11,12 @@ read; results/ never opens the storage itself.
 
 from __future__ import annotations
 
-import json
 import statistics
 import warnings
 from pathlib import Path
 from typing import Any
 
+from results.files import read_json, write_json_atomic
 from results.tables import format_table
 from sweeps.errors import ExperimentError
 from sweeps.queue import open_storage
@@ -126,7 +126,7 @@ def show(out: Path, plots: bool = True) -> str:
         arm_summary["overhead"] = trial_overheads(out, spec, arm)
         summary["arms"][arm.name] = arm_summary
         lines += ["", _arm_text(arm.name, arm_summary)]
-    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    write_json_atomic(out / SUMMARY_FILE, summary)
     target = f"{out / 'study.journal'}" if not data.get("storage") else data["storage"]
     lines += [
         "",
@@ -145,16 +145,16 @@ def trial_overheads(out: Path, spec: SweepSpec, arm: Any) -> dict[str, Any]:
     eval processes and loading their models, polling. Median and max over completed trials."""
     rows = []
     for status in sorted((out / "status" / arm.slug).glob("*.json")):
-        st = json.loads(status.read_text())
+        st = read_json(status)
         if st.get("state") != "complete" or "started" not in st:
             continue
         wall = st.get("recorded", st["ended"]) - st["started"]
         work = 0.0
         for seed in spec.seeds:
             run_dir = out / arm.slug / f"{status.stem}-s{seed}"
-            work += json.loads((run_dir / "summary.json").read_text()).get("wall_s", 0.0)
+            work += read_json(run_dir / "summary.json").get("wall_s", 0.0)
             for ev in (run_dir / "evals" / "final").glob("*.summary.json"):
-                work += json.loads(ev.read_text()).get("wall_seconds", 0.0)
+                work += read_json(ev).get("wall_seconds", 0.0)
         rows.append({"trial": st["trial"], "wall_s": wall, "work_s": work, "overhead": (wall - work) / wall})
     if not rows:
         return {}

@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 from algorithms.fields import doc
-from results.budgets import BudgetKind, budget_help, budget_of, matched_budgets
+from results.budgets import BudgetKind, budget_help, budget_of, check_amount, matched_budgets
 from results.experiments import arm_slug
+from results.files import read_json, write_json_atomic
 from sweeps.errors import ExperimentError
 
 ALIASES = {"grpo+dis": ("grpo", "dis")}
@@ -141,8 +142,9 @@ def parse_budget(text: str) -> Budget:
         amount = float(value)
     except ValueError:
         raise ExperimentError(f"--budget {text!r}: {value!r} is not a number") from None
-    if not amount > 0 or amount != amount or amount == float("inf"):
-        raise ExperimentError(f"--budget {text!r}: must be a positive number")
+    problem = check_amount(f"--budget {text!r}", amount)
+    if problem is not None:
+        raise ExperimentError(problem)
     row = rows[kind]
     if row.whole and amount != int(amount):
         raise ExperimentError(f"--budget {text!r}: {kind} must be a whole number")
@@ -249,7 +251,7 @@ def save_spec(out: Path, spec: ExperimentSpec, extra: dict[str, Any]) -> dict[st
     one already there describes the same experiment; the whole file."""
     path = out / spec.SPEC_FILE
     if path.exists():
-        saved = json.loads(path.read_text())
+        saved = read_json(path)
         if saved.get("fingerprint") != spec.fingerprint():
             raise ExperimentError(
                 f"--out {out} holds a different {spec.NOUN} ({saved.get('command', f'see {spec.SPEC_FILE}')}); "
@@ -264,10 +266,7 @@ def save_spec(out: Path, spec: ExperimentSpec, extra: dict[str, Any]) -> dict[st
 
 def write_spec_file(out: Path, name: str, data: dict[str, Any]) -> None:
     """Write a spec file through a temporary file and a rename."""
-    path = out / name
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    tmp.replace(path)
+    write_json_atomic(out / name, data)
 
 
 def load_spec(out: Path, cls: type[ExperimentSpec]) -> tuple[Any, dict[str, Any]]:
@@ -275,5 +274,5 @@ def load_spec(out: Path, cls: type[ExperimentSpec]) -> tuple[Any, dict[str, Any]
     path = Path(out) / cls.SPEC_FILE
     if not path.exists():
         raise ExperimentError(f"{out} is not a {cls.NOUN} directory (no {cls.SPEC_FILE})")
-    data = json.loads(path.read_text())
+    data = read_json(path)
     return cls.from_json(data), data

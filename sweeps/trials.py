@@ -28,7 +28,8 @@ from typing import Any
 from benchmarks.scoring import problem_scores
 from results.evals import read_records
 from results.experiments import RunState
-from results.rundir import RunDir, write_json_atomic
+from results.files import write_json_atomic
+from results.rundir import RunDir
 from sweeps.comparison import EvalPlan
 from sweeps.queue import LEASE_S, Claim, RunQueue, open_storage
 from sweeps.runs import add_to_summary, evaluate_checkpoint, train_or_resume

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from results.files import DamagedFileError, fault_message
 from sweeps.errors import ExperimentError
 from sweeps.queue import Claim, RunQueue
 
@@ -85,7 +86,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     cores = [int(c) for c in args.cores.split(",")] if args.cores else None
-    return work(open_experiment(args.dir, cores))
+    try:
+        return work(open_experiment(args.dir, cores))
+    except (ExperimentError, DamagedFileError) as exc:  # e.g. a damaged journal or spec file
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a full or read-only disk: one line, as `bench` prints it
+        fault = fault_message(exc)
+        if fault is None:
+            raise
+        print(f"bench: error: {fault}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

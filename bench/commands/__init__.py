@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import threading
 import types
 import typing
 from pathlib import Path
@@ -112,6 +113,11 @@ def shared_settings(args: argparse.Namespace, command: str) -> dict:
     return shared
 
 
+MIN_LEASE_S = 1.0
+"""The shortest `--lease-seconds`: renewals every third of a second already write six records a
+second per worker."""
+
+
 def launch_options(args: argparse.Namespace) -> Any:
     """The `sweeps.launch.LaunchOptions` of `bench compare` or `bench sweep` (`--workers`,
     `--storage`, `--out`, `--lease-seconds`)."""
@@ -120,6 +126,13 @@ def launch_options(args: argparse.Namespace) -> Any:
     launch = LaunchOptions(**field_options(args, LaunchOptions))
     if launch.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {launch.workers}")
+    if not MIN_LEASE_S <= launch.lease_seconds <= threading.TIMEOUT_MAX:  # NaN fails too
+        raise UsageError(
+            f"--lease-seconds must be between {MIN_LEASE_S:g} and {threading.TIMEOUT_MAX:.0f} seconds, got "
+            f"{launch.lease_seconds:g} (a worker renews its lease every third of it: a shorter lease floods "
+            "the storage with renewals, a longer one is more than a thread can wait; others take a run over "
+            "when its lease runs out)"
+        )
     return launch
 
 

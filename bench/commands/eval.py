@@ -165,15 +165,16 @@ def _check_options(args: argparse.Namespace, n_bench: int) -> None:
         )
     if args.data is not None and n_bench != 1:
         raise UsageError(f"--data is only valid with a single --bench (got {n_bench} benchmarks)")
-    if args.out is not None:
-        from bench.train.start import check_out_dir
-
-        check_out_dir(args.out)
     if args.engine == "vllm":
         import importlib.util
 
         if importlib.util.find_spec("vllm") is None:
             raise UsageError("the vllm engine needs vLLM, which is not installed: pip install -e .[gpu]")
+    if args.out is not None:
+        from bench.train.start import check_out_dir
+        from results.files import check_writable
+
+        check_writable(check_out_dir(args.out))  # a full or read-only disk: before any model loads
 
 
 def _pct(x: float | None) -> str:
@@ -238,6 +239,7 @@ def run(args: argparse.Namespace) -> int:
     from bench.eval.evaluate import check_supported, eval_settings, evaluate, plan_eval
     from benchmarks import registry as bench_registry
     from results.evals import EvalStore, write_eval
+    from results.files import check_writable
 
     names = _bench_names(args.bench)
     _check_options(args, len(names))
@@ -270,6 +272,7 @@ def run(args: argparse.Namespace) -> int:
         if stores[spec.name].finished(settings) is not None:
             print(f"{spec.name}: a finished evaluation with these settings is in {out}; kept as it is")
             finished += 1
+    check_writable(out)  # the default --out, before the model loads
     no_model = (None, None)  # every evaluation is finished: nothing to generate
     model, tokenizer = (
         no_model if finished == len(specs) else load_for_eval(source, args.engine, not args.no_progress)

@@ -69,9 +69,11 @@ def run(args: argparse.Namespace) -> int:
                 f"{d}: neither a comparison directory (comparison.json) nor a run directory (config.json)"
                 " nor a sweep directory (sweep.json)"
             )
+    from results.files import check_writable
     from results.report import write_report
 
     out = Path(args.out) if args.out else Path(args.dirs[0]) / "report"
+    check_writable(out)  # a full or read-only disk: before the tables and figures are computed
     paths = write_report([Path(d) for d in args.dirs], out, baseline=args.baseline, formats=formats)
     print(paths.table_text)
     for path in paths.files:

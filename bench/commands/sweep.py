@@ -12,7 +12,6 @@ processes here take them, the same command on another machine (same `--storage`,
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 import time
@@ -27,6 +26,7 @@ from bench.commands import (
 )
 from bench.config import RunConfig
 from bench.errors import UsageError
+from results.files import read_json
 from sweeps.launch import LaunchOptions
 from sweeps.sweep import SweepSpec
 
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     launch = launch_options(args)
     out = Path(launch.out) if launch.out else Path("sweeps") / f"{spec.task}-{spec.fingerprint()[:8]}"
     saved_file = out / SweepSpec.SPEC_FILE
-    saved = json.loads(saved_file.read_text()) if saved_file.exists() else {}
+    saved = read_json(saved_file) if saved_file.exists() else {}
     defaults = saved.get("run_defaults") or run_defaults(spec)  # a resumed sweep keeps its rates
     spaces, firsts = resolve_spaces(spec, defaults)
     _create(out, spec, launch, defaults, spaces, firsts)

@@ -71,5 +71,8 @@ def recorded_outcome(run: RunDir, main: bool) -> Iterator[None]:
             yield
     except BaseException as exc:
         if main:
-            run.write_summary(ended_summary(exc))
+            try:
+                run.write_summary(ended_summary(exc))
+            except OSError:  # e.g. the disk that ended the run is full: its own error says so
+                pass  # summary.json still says `running`; with the run's lock gone it reads as killed
         raise

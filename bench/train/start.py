@@ -19,7 +19,8 @@ from bench.config import RECORDED_KEYS, RunConfig, RunParts, build_run, recorded
 from bench.config_renames import current_names
 from bench.errors import UsageError
 from results.budgets import BUDGETS
-from results.rundir import RunDir, write_json_atomic
+from results.files import write_json_atomic
+from results.rundir import RunDir
 
 EXTENDING_FIELDS = (
     *(row.field for row in BUDGETS),

@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from results.comparison import Comparison, load
+from results.files import named
 from results.report import tables as T
 from results.report.claims import claim_pairs
 from results.report.differences import differences
@@ -59,7 +60,18 @@ def write_report(
     n_boot: int = 10000,
 ) -> ReportPaths:
     """Load `dirs` (comparison or run directories), compute every table, write them (and the
-    figures and index.html with "html" in `formats`) into `out`."""
+    figures and index.html with "html" in `formats`) into `out`. A write that fails on a full
+    disk names `out` (pandas and matplotlib name no file then)."""
+    try:
+        return _write_report(dirs, out, baseline, formats, n_boot)
+    except OSError as exc:
+        raise named(exc, out) from None
+
+
+def _write_report(
+    dirs: list[Path], out: Path, baseline: str | None, formats: list[str] | tuple, n_boot: int
+) -> ReportPaths:
+    """`write_report`'s work."""
     from results.report.sweep import is_sweep_dir, sweep_sections
 
     sweep_dirs = [d for d in dirs if is_sweep_dir(d)]

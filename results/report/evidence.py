@@ -17,7 +17,6 @@ What each statistic is computed from, best source first:
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from scipy import stats as sps
 
 from benchmarks.run_stats import paired_difference
 from benchmarks.seed_stats import seed_noise_bound_test, welch_interval
+from results.files import read_json
 from results.report.claims import Claim
 from results.report.score_matrix import SCORE_MATRIX_FILE, read_score_matrix
 
@@ -120,7 +120,7 @@ def _bound_p(seeds: tuple[float, ...] | None, score: pd.Series) -> float:
 
 def budget_and_tuning(provenance: Path) -> str:
     """ "trajectories=32000, shared defaults" or "..., tuned: 20 trials/arm" from a report's provenance."""
-    specs = json.loads(provenance.read_text()).get("specs", []) if provenance.exists() else []
+    specs = read_json(provenance).get("specs", []) if provenance.exists() else []
     if not specs:
         return "-"
     budget = specs[0].get("budget", {})

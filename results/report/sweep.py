@@ -5,12 +5,12 @@ only: results/ never opens an Optuna storage."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pandas as pd
 
+from results.files import read_json
 from results.report.plotting import Figure
 
 SUMMARY_FILE = "sweep_summary.json"
@@ -28,7 +28,7 @@ def sweep_sections(
     path = Path(sweep_dir) / SUMMARY_FILE
     if not path.exists():
         raise ValueError(f"{sweep_dir}: no {SUMMARY_FILE} yet; run `bench sweep --show {sweep_dir}` first")
-    summary = json.loads(path.read_text())
+    summary = read_json(path)
     sections, figures = {}, []
     counts = []
     for arm, s in summary["arms"].items():

@@ -3,8 +3,13 @@ traceback, in seconds (before any model loads or any run dir is made).
 
 `{file}` is an existing regular file, `{run}` a run directory (config.json, never trained),
 `{locked}` a run directory that this test process holds the lock of, `{empty}` an empty
-directory, `{finished}` an eval dir holding a finished `arith` evaluation of other settings and
-`{other}` a comparison directory of other settings (never run).
+directory, `{finished}` an eval dir holding a finished `arith` evaluation of other settings,
+`{other}` a comparison directory of other settings (never run) and `{long}` a path with a name
+of 300 bytes (the limit is 255). Damaged files: `{badsummary}` a run whose summary.json was cut
+short, `{badrecords}` a run whose final evaluation records are random bytes, `{badspec}` a
+comparison whose comparison.json was cut short, `{badsweep}` a sweep whose sweep.json was cut
+short, `{badjournal}` and `{badsweepjournal}` a comparison and a sweep whose study journal has a
+damaged line with records after it (a torn append that an older version appended after).
 """
 
 from __future__ import annotations
@@ -74,6 +79,9 @@ RUN = [
         "--resume continues the run in its own directory; drop --out",
     ),
     (["--resume", "{empty}"], "not a run directory (no config.json)"),
+    (["--set", "max_tokens=1e999"], "max_tokens: expected int, got inf"),
+    (["--set", "max_trajectories=1e30"], "max_trajectories: 1e+30 is above the largest budget, 2**53"),
+    (["--out", "{long}"], "{long}: file name too long; choose a shorter name"),
 ]
 
 EVAL = [
@@ -99,6 +107,7 @@ EVAL = [
         ["--model", "{empty}", "--bench", "arith", "--limit", "3", "--out", "{finished}"],
         "holds a finished evaluation with other settings (benchmark, data_hash",
     ),
+    (["--model", "tiny", "--bench", "arith", "--out", "{long}"], "{long}: file name too long"),
 ]
 
 B = ["--budget", "trajectories=64"]
@@ -129,6 +138,25 @@ COMPARE = [
     (["--algos", "sao", *B, "--out", "{other}"], "holds a different comparison (bench compare --algos other"),
     (["--params-from-sweep", ",", *B], "--params-from-sweep: expected SWEEP_DIR or a comma list"),
     (["--params-from-sweep", "{file}", *B], "is not a sweep directory (no sweep.json)"),
+    (
+        ["--algos", "sao", "--budget", "trajectories=1e30"],
+        "1e+30 is above the largest budget, 2**53 (~9.0e15)",
+    ),
+    (
+        ["--algos", "sao", "--budget", "tokens=1e999"],
+        "--budget 'tokens=1e999': must be a finite number, got inf",
+    ),
+    (
+        ["--algos", "sao", *B, "--lease-seconds", "-1"],
+        "--lease-seconds must be between 1 and",
+    ),
+    (["--algos", "sao", *B, "--out", "{long}"], "{long}: file name too long"),
+    (
+        ["--algos", "sao", *B, "--out", "{badspec}"],
+        "{badspec}/comparison.json: ends in the middle of a JSON value: it was cut short (a kill or a full "
+        "disk while it was written); remove it and run the same bench compare command again",
+    ),
+    (["--algos", "sao", *B, "--out", "{badjournal}"], "{badjournal}/study.journal: line 3 of 9 is damaged"),
 ]
 
 SWEEP = [
@@ -164,6 +192,16 @@ SWEEP = [
     (["--algo", "sao"], "--budget is required"),
     (["--algo", "grpx", *B], "unknown algorithm 'grpx'; did you mean 'grpo'?"),
     (["--show", "{empty}"], "is not a sweep directory (no sweep.json)"),
+    (["--algo", "sao", *B, "--lease-seconds", "1e300"], "--lease-seconds must be between 1 and"),
+    (["--algo", "sao", "--budget", "tokens=1e16"], "1e+16 is above the largest budget"),
+    (["--algo", "sao", *B, "--out", "{long}"], "{long}/sweep.json: file name too long"),
+    (["--show", "{badsweep}"], "{badsweep}/sweep.json: ends in the middle of a JSON value"),
+    (
+        ["--show", "{badsweepjournal}"],
+        "{badsweepjournal}/study.journal: line 3 of 9 is damaged and records follow it (not a torn last "
+        "append, which is repaired), so the study cannot be read; keep a copy of the file, keep only its "
+        "first 2 lines (head -n 2)",
+    ),
 ]
 
 REPORT = [
@@ -177,6 +215,18 @@ REPORT = [
         ["--verdicts", "{empty}", "--readme", "{file}"],
         "no <!-- verdicts:start --> ... <!-- verdicts:end --> block",
     ),
+    (
+        ["{badsummary}"],
+        "{badsummary}/summary.json: ends in the middle of a JSON value: it was cut short (a kill or a full "
+        "disk while it was written); remove it: the run then reads as unfinished",
+    ),
+    (
+        ["{badrecords}"],
+        "{badrecords}/evals/final/arith.jsonl: line 1 is not UTF-8 text (byte 0), so not JSON: it is damaged; "
+        "remove arith.jsonl and arith.summary.json",
+    ),
+    (["{badspec}"], "{badspec}/comparison.json: ends in the middle of a JSON value"),
+    (["{run}", "--out", "{long}"], "{long}: file name too long"),
 ]
 
 V = ["--seed-sd", "2", "--seed-problem-sd", "10", "--sample-sd", "45", "--problem-sd", "8"]
@@ -254,9 +304,50 @@ def places(tmp_path_factory):
     finished.mkdir()
     (finished / "arith.jsonl").write_text("{}\n")
     (finished / "arith.summary.json").write_text(json.dumps({"benchmark": "arith", "settings": {"k": 99}}))
+    damaged = _damaged_files(root, config)
     places = {name: str(root / name) for name in ("file", "empty", "run", "locked", "finished", "other")}
-    yield {**places, "space_typo": str(root / "space_typo.toml"), "space_bad": str(root / "space_bad.toml")}
+    yield {
+        **places,
+        **damaged,
+        "space_typo": str(root / "space_typo.toml"),
+        "space_bad": str(root / "space_bad.toml"),
+        "long": str(root / ("x" * 300) / "out"),
+    }
     RunDir(root / "locked").unlock()
+
+
+def _damaged_files(root: Path, config: dict) -> dict[str, str]:
+    """The module docstring's damaged places."""
+    from sweeps.queue import RunQueue, open_storage
+    from sweeps.spec import save_spec
+    from sweeps.sweep import SweepSpec
+
+    badsummary = RunDir.create(root / "badsummary", _full_config(config), {}).path
+    (badsummary / "summary.json").write_text('{\n  "outcome": "finished",\n  "stopped_by": "traj')
+    badrecords = RunDir.create(root / "badrecords", _full_config(config), {}).path
+    final = badrecords / "evals" / "final"
+    final.mkdir(parents=True)
+    (final / "arith.summary.json").write_text(
+        json.dumps({"benchmark": "arith", "avg_at_k": 0.5, "k": 1, "n_problems": 1})
+    )
+    (final / "arith.jsonl").write_bytes(bytes(range(255, 0, -1)) * 4)
+    badspec = root / "badspec"
+    badspec.mkdir()
+    (badspec / "comparison.json").write_text((root / "other" / "comparison.json").read_text()[:150])
+    sweep = SweepSpec(arms=(Arm("sao", "sao"),), budget=("trajectories", 8), objective="reward/final")
+    for name in ("badsweep", "badsweepjournal", "badjournal"):
+        if name != "badjournal":
+            save_spec(root / name, sweep, {})
+        journal = root / name / "study.journal"
+        journal.parent.mkdir(exist_ok=True)
+        RunQueue(open_storage("", journal), "study").ensure(list("abcdefgh"))  # 9 records
+        lines = journal.read_bytes().split(b"\n")
+        lines[2] = lines[2][:17] + lines[3]  # a torn record, and the next append after it
+        journal.write_bytes(b"\n".join(lines))
+    spec_file = root / "badsweep" / "sweep.json"
+    spec_file.write_text(spec_file.read_text()[:120])
+    names = ("badsummary", "badrecords", "badspec", "badsweep", "badsweepjournal", "badjournal")
+    return {name: str(root / name) for name in names}
 
 
 def _full_config(overrides: dict) -> dict:

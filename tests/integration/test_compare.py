@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import TASK_ARGS
+from tests.integration.journal_cuts import TEARS, tear
 from tests.integration.test_cli_run import REPO, _assert_no_process_mentions, _env
 from tests.requires import POSTGRES_URL_VARIABLE
 
@@ -144,6 +145,30 @@ def test_kill_9_of_the_comparison_then_the_same_command_resumes_it(base_checkpoi
     assert len(resumes) == 1  # continued from its checkpoint, not started again
     reasons = [t.user_attrs.get("fail_reason", "") for t in _trials(out) if t.state.name == "FAIL"]
     assert len(reasons) == 1 and reasons[0].startswith("lease expired")
+
+
+def test_a_torn_journal_is_repaired_and_the_comparison_resumes_without_losing_a_run(
+    base_checkpoint, tmp_path
+):
+    """A kill or a full disk mid-append tears the journal's last record; whatever byte the tear
+    falls on, the same command resumes: the torn record is dropped, a run whose end it recorded
+    is found finished in its directory (not trained again, its evaluation kept)."""
+    out = tmp_path / "cmp"
+    cmd = [*_args(base_checkpoint, out, "--workers", "1", algos="sao", seeds="1"), "--no-report"]
+    res = _compare(*cmd)
+    assert res.returncode == 0, res.stdout + res.stderr
+    records = (out / "runs" / "sao-s0" / "evals" / "final" / "arith.jsonl").read_bytes()
+    for where in TEARS:
+        left = tear(out / "study.journal", where)
+        res = _compare(*cmd)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, (where, res.stdout + res.stderr)
+        note = f"{out / 'study.journal'}: dropped {left} bytes of a torn last record"
+        assert (note in res.stderr) == (left > 0), (where, res.stderr)
+        _assert_each_run_completed_once(out, ["sao-s0"])
+        events = out / "runs" / "sao-s0" / "events.jsonl"
+        assert not events.exists() or '"resume"' not in events.read_text(), where  # never trained again
+        assert (out / "runs" / "sao-s0" / "evals" / "final" / "arith.jsonl").read_bytes() == records
+    assert all(json.loads(line) for line in (out / "study.journal").read_bytes().splitlines())
 
 
 def test_a_failed_run_is_reported_as_failed(base_checkpoint, tmp_path):

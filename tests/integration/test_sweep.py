@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import TASK_ARGS
+from tests.integration.journal_cuts import TEARS, tear
 from tests.integration.test_cli_run import REPO, _env
 from tests.integration.test_compare import postgres_db  # noqa: F401  (a fixture)
 
@@ -170,6 +171,28 @@ def test_kill_9_mid_sweep_then_the_same_command_retries_the_killed_trial(base_ch
     taken = [t for t in _trials(out) if str(t.user_attrs.get("fail_reason", "")).startswith("lease expired")]
     assert len(taken) == 1 and taken[0].user_attrs["run"] == "trial-000"
     assert "1 taken_over" in res.stdout
+
+
+def test_a_torn_journal_is_repaired_and_the_sweep_resumes_without_losing_a_trial(base_checkpoint, tmp_path):
+    """As for a comparison (test_compare): whatever byte a tear of the journal's last record
+    falls on, the same command resumes the sweep; a trial whose end was lost is taken over and
+    finds its runs trained and evaluated, with the same parameters."""
+    out = tmp_path / "sweep"
+    cmd = _args(base_checkpoint, out, "--workers", "1", trials=2)
+    res = _run(cmd)
+    assert res.returncode == 0, res.stdout + res.stderr
+    params = {t.user_attrs["run"]: t.params for t in _assert_every_slot_done_once(out, 2)}
+    for where in TEARS:
+        left = tear(out / "study.journal", where)
+        res = _run(cmd)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, (where, res.stdout + res.stderr)
+        note = f"{out / 'study.journal'}: dropped {left} bytes of a torn last record"
+        assert (note in res.stderr) == (left > 0), (where, res.stderr)
+        done = _assert_every_slot_done_once(out, 2)
+        assert {t.user_attrs["run"]: t.params for t in done} == params, where
+        for slot in params:
+            events = out / "grpo" / f"{slot}-s0" / "events.jsonl"
+            assert not events.exists() or '"resume"' not in events.read_text(), where  # never trained again
 
 
 @pytest.mark.postgres

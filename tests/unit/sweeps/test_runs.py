@@ -65,6 +65,14 @@ def test_a_child_killed_without_a_word_failed(tmp_path):
     assert result.state is RunState.FAILED and "killed: its process ended without recording" in result.detail
 
 
+def test_a_child_that_could_not_record_its_end_is_quoted(tmp_path):
+    """A disk full enough to fail the run keeps it from writing its end too: it exits with its
+    one-line error (code 2) and reads as killed; the detail is that line, not "killed"."""
+    said = "bench: error: /runs/x/summary.json: no space left on device; free some space there"
+    run_dir, log = _child(tmp_path, {"outcome": "running", "pid": PID}, said)
+    assert run_result(2, PID, run_dir, log) == RunResult(RunState.FAILED, f"bench run exited with 2: {said}")
+
+
 def test_an_outcome_another_attempt_wrote_is_not_this_child_s(tmp_path):
     """A retried run whose child failed before training (e.g. a refused config) finds the
     previous attempt's outcome: the child's pid tells them apart; its log line is quoted."""

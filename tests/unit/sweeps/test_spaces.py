@@ -280,3 +280,17 @@ def test_group_sizes_are_only_those_dividing_the_trajectories_per_step():
     algorithm = make_algorithm(build_config({"algo": "grpo", "task": "arith"}))
     params, _ = space_for(type(algorithm), config, {**TINY, "trajectories_per_step": 8})
     assert next(p for p in params if p.name == "algo.group_size").choices == (4, 8)
+
+
+def test_a_fill_cut_short_is_completed_by_the_next_start():
+    """A sweep killed while it enqueued its slots (or whose journal lost its last records)
+    gets the missing slots when started again, and never a slot twice."""
+    from sweeps.search import fill_study
+
+    study = optuna.create_study()
+    fill_study(study, 2, {"x": 1.0})
+    fill_study(study, 4, {"x": 1.0})
+    fill_study(study, 4, {"x": 1.0})
+    trials = study.get_trials(deepcopy=False)
+    assert [t.user_attrs["run"] for t in trials] == [f"trial-{i:03d}" for i in range(4)]
+    assert [t.system_attrs.get("fixed_params") for t in trials] == [{"x": 1.0}, {}, {}, {}]
