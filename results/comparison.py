@@ -46,7 +46,8 @@ class Comparison:
     - `runs`: one row per run: run, arm, seed, path, state (the worker's `RunState`), detail,
       outcome and stopped_by (as the run recorded them, `results.rundir.RunDir.read_outcome`),
       steps and the consumption (trajectories, generated_trajectories, generated_tokens,
-      elapsed_s, learner_s, critic_s, critic_share), selected checkpoint, config hash, commit;
+      elapsed_s, learner_s, critic_s, critic_share, flops and critic_flops: None where not
+      counted), updates_per_batch (the run's `minibatches`), selected checkpoint, config hash, commit;
     - `metrics`: one row per (run, step) with every metric of metrics.jsonl (arm, seed, run);
     - `scores`: one row per problem of a final evaluation: arm, seed, run, benchmark,
       problem_id, correct and samples (how many of its samples were correct, of how many:
@@ -159,6 +160,26 @@ def _plain_run(path: Path) -> dict[str, Any]:
     }
 
 
+def _consumption_columns(consumption: dict[str, Any]) -> dict[str, Any]:
+    """The runs table's consumption columns from a run's `Consumption` record (summary.json, or
+    the last step's `budget/` metrics); FLOPs None where not counted (0 or absent: a run from
+    before they were)."""
+    keys = (
+        "trajectories",
+        "generated_trajectories",
+        "generated_tokens",
+        "elapsed_s",
+        "learner_s",
+        "critic_s",
+    )
+    row = {key: consumption.get(key) for key in keys}
+    row["flops"] = consumption.get("flops") or None
+    row["critic_flops"] = None if row["flops"] is None else consumption.get("critic_flops", 0)
+    learner_s, critic_s = row["learner_s"] or 0, row["critic_s"] or 0
+    row["critic_share"] = critic_s / learner_s if learner_s else None
+    return row
+
+
 def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list[dict]]:
     """(runs row, metric rows, final eval record rows, final eval summary rows) of one run."""
     path: Path = entry["path"]
@@ -176,6 +197,7 @@ def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list
     run = RunDir(path)
     config = run.read_config()
     row["config_hash"] = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+    row["updates_per_batch"] = config.get("minibatches", 1)
     env = json.loads((path / "env.json").read_text()) if (path / "env.json").exists() else {}
     row["commit"] = env.get("git_commit")
     summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").exists() else {}
@@ -191,17 +213,7 @@ def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list
     consumption = summary.get("consumption") or {
         k.removeprefix("budget/"): v for k, v in last.items() if k.startswith("budget/")
     }
-    for key in (
-        "trajectories",
-        "generated_trajectories",
-        "generated_tokens",
-        "elapsed_s",
-        "learner_s",
-        "critic_s",
-    ):
-        row[key] = consumption.get(key)
-    learner_s, critic_s = row.get("learner_s") or 0, row.get("critic_s") or 0
-    row["critic_share"] = critic_s / learner_s if learner_s else None
+    row.update(_consumption_columns(consumption))
     row["steps"] = max((m.get("step", 0) for m in metric_rows), default=0)
     row["collapsed"] = reward_collapsed([m.get("reward/mean") for m in metric_rows if m.get("step", 0) > 0])
     row["stale_dropped"] = sum(m.get("rollout/stale_dropped") or 0 for m in metric_rows)

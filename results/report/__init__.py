@@ -161,7 +161,8 @@ def _sections(comparison, scores, diffs, baseline, n_boot, drift) -> dict[str, t
         ),
         "budget": (
             "Budget and consumption",
-            f"{_budget_line(comparison)}; what each arm consumed: mean [min, max] over its runs",
+            f"{_budget_line(comparison)}; what each arm consumed: mean [min, max] over its runs; model "
+            "FLOPs of generation, learner and critic (bench.train.compute); policy updates per batch",
             T.budget_table(comparison),
         ),
         "runs": (
@@ -172,7 +173,8 @@ def _sections(comparison, scores, diffs, baseline, n_boot, drift) -> dict[str, t
         "tuning": (
             "Tuning",
             "How each arm's parameters were chosen: shared defaults, or the best trial of a sweep "
-            "with the same trials and budget for every arm, the comparison on fresh seeds",
+            "with the same trials and budget for every arm, the comparison on fresh seeds; parameters "
+            "that could not act in the sweep's runs (the PPO clip at one policy update per batch) are left out",
             T.tuning_table(comparison),
         ),
     }

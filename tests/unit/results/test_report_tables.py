@@ -51,6 +51,9 @@ def _run(out: Path, arm: str, seed: int, correct, state: str = "finished") -> No
                     "elapsed_s": 10.0,
                     "learner_s": 4.0,
                     "critic_s": 1.0 if arm == "sao" else 0.0,
+                    # model FLOPs (0: not counted, as in runs from before they were)
+                    "flops": {"sao": 3 * 10**12, "grpo": 10**12}.get(arm, 0),
+                    "critic_flops": 10**12 if arm == "sao" else 0,
                 },
             }
         )
@@ -164,6 +167,12 @@ def test_failed_and_pending_runs_are_kept_in_the_tables(comparison_dir):
         and budget.loc["sao", "critic share of learner time"] == "25%"
     )
     assert budget.loc["ppo", "states"] == "1 failed, 1 pending"
+    assert (budget.loc["sao", "model FLOPs"], budget.loc["grpo", "model FLOPs"]) == ("3e+12", "1e+12")
+    assert (
+        budget.loc["sao", "critic share of FLOPs"] == "33%"
+        and budget.loc["grpo", "critic share of FLOPs"] == "0%"
+    )
+    assert budget.loc["ppo", "model FLOPs"] == "not counted" and budget.loc["sao", "updates per batch"] == "1"
 
 
 def test_every_run_says_how_it_ended_as_it_recorded_it(comparison_dir, tmp_path):
