@@ -18,25 +18,10 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.scoring import correct_by_problem
+from results.collapse import collapse_step
 from results.evals import read_records, read_summary
 from results.experiments import FINAL_EVAL_DIR, SPEC_FILE, RunState, arm_slug, read_status
-from results.rundir import RunDir
-
-COLLAPSE_FRACTION = 0.5
-"""A run whose training reward over its last tenth of steps fell below this fraction of its best
-tenth is flagged `collapsed` (the paper's vanilla GRPO and VAPO runs collapse this way)."""
-
-
-def reward_collapsed(rewards: list[float | None]) -> bool:
-    """Whether the mean training reward of the last tenth of the steps is below
-    COLLAPSE_FRACTION of the best mean over any tenth (windows of at least 5 steps)."""
-    values = [r for r in rewards if r is not None]
-    window = max(5, len(values) // 10)
-    if len(values) < 2 * window:
-        return False
-    means = pd.Series(values).rolling(window).mean().dropna()
-    best, last = float(means.max()), float(means.iloc[-1])
-    return best > 0 and last < COLLAPSE_FRACTION * best
+from results.rundir import RunDir, RunOutcome
 
 
 @dataclass
@@ -47,7 +32,8 @@ class Comparison:
       outcome and stopped_by (as the run recorded them, `results.rundir.RunDir.read_outcome`),
       steps and the consumption (trajectories, generated_trajectories, generated_tokens,
       elapsed_s, learner_s, critic_s, critic_share, flops and critic_flops: None where not
-      counted), updates_per_batch (the run's `minibatches`), selected checkpoint, config hash, commit;
+      counted), updates_per_batch (the run's `minibatches`), collapsed and collapse_step (the rule
+      of `results.collapse`), selected checkpoint, config hash, commit;
     - `metrics`: one row per (run, step) with every metric of metrics.jsonl (arm, seed, run);
     - `scores`: one row per problem of a final evaluation: arm, seed, run, benchmark,
       problem_id, correct and samples (how many of its samples were correct, of how many:
@@ -215,7 +201,11 @@ def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list
     }
     row.update(_consumption_columns(consumption))
     row["steps"] = max((m.get("step", 0) for m in metric_rows), default=0)
-    row["collapsed"] = reward_collapsed([m.get("reward/mean") for m in metric_rows if m.get("step", 0) > 0])
+    rewards = [
+        (m["step"], m["reward/mean"]) for m in metric_rows if m.get("step", 0) > 0 and "reward/mean" in m
+    ]
+    collapse = collapse_step(rewards, diverged=row["outcome"] == RunOutcome.NON_FINITE)
+    row["collapsed"], row["collapse_step"] = collapse is not None, collapse  # `results.collapse`'s rule
     row["stale_dropped"] = sum(m.get("rollout/stale_dropped") or 0 for m in metric_rows)
     final = path / "evals" / FINAL_EVAL_DIR
     selected = final / "selected.json"

@@ -22,6 +22,8 @@ import pandas as pd
 from results.comparison import Comparison, load
 from results.report import tables as T
 from results.report.claims import claim_pairs
+from results.report.compute_curves import CAPTION as CURVES
+from results.report.compute_curves import compute_curve_table
 from results.report.differences import differences
 from results.report.drift import DRIFT_SCORE, drift_matrices, drift_phase_table, drift_segments
 from results.report.render import write_table
@@ -32,6 +34,7 @@ from results.report.score_matrix import (
     read_score_matrix,
     write_score_matrix,
 )
+from results.report.stability import RULE, stability_table
 from results.tables import format_table
 
 FORMATS = ("md", "csv", "tex", "html")
@@ -169,6 +172,12 @@ def _sections(comparison, scores, diffs, baseline, n_boot, drift) -> dict[str, t
             "Runs",
             "Every run: outcome, what stopped it, reward collapse, consumption, evaluated checkpoint",
             T.runs_table(comparison),
+        ),
+        "stability": ("Stability", RULE, stability_table(comparison)),
+        "compute_curves": (
+            "Compute-performance curves",
+            CURVES,
+            compute_curve_table(comparison, min(n_boot, 1000)),
         ),
         "tuning": (
             "Tuning",

@@ -184,7 +184,7 @@ def _mean_range(values, fmt: str = _COUNT) -> str:
 
 def runs_table(comparison: Comparison) -> pd.DataFrame:
     """Every run: state, how it ended and what stopped it (as the run recorded them), whether
-    its reward collapsed (`results.comparison.reward_collapsed`), steps, trajectories, tokens,
+    and at which step it collapsed (`results.collapse`), steps, trajectories, tokens,
     model FLOPs, wall time, the evaluated checkpoint, and the reason of a failure or stop."""
     columns = [
         "run",
@@ -194,6 +194,7 @@ def runs_table(comparison: Comparison) -> pd.DataFrame:
         "outcome",
         "stopped_by",
         "collapsed",
+        "collapse_step",
         "steps",
         "trajectories",
         "generated_tokens",

@@ -272,15 +272,6 @@ def test_the_tuning_table_says_how_each_arm_was_chosen(comparison_dir, tmp_path)
     assert by_arm.loc["dapo", "tuning"].startswith("as each run was configured")
 
 
-def test_a_reward_collapse_is_flagged():
-    from results.comparison import reward_collapsed
-
-    rising = [0.2 + 0.01 * i for i in range(60)]
-    assert not reward_collapsed(rising)
-    assert reward_collapsed(rising[:40] + [0.05] * 20)  # the paper's vanilla-GRPO signature
-    assert not reward_collapsed([0.5] * 8)  # too short to tell
-
-
 def test_the_drift_table_averages_each_phase_stretch_over_seeds(tmp_path):
     styles = {
         0: [[0.2, 0.4, 0.6, 0.8], [0.1, 0.3, 0.5, 0.7]],
