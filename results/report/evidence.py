@@ -120,13 +120,16 @@ def _bound_p(seeds: tuple[float, ...] | None, score: pd.Series) -> float:
 
 
 def budget_and_tuning(provenance: Path) -> str:
-    """ "trajectories=32000, shared defaults" or "..., tuned: 20 trials/arm" from a report's provenance."""
+    """ "trajectories=32000, shared defaults", "..., tuned: 20 trials/arm" or "..., arms' own settings
+    (arms file)" (an arms file carrying, e.g., a sweep's best parameters) from a report's provenance."""
     specs = json.loads(provenance.read_text()).get("specs", []) if provenance.exists() else []
     if not specs:
         return "-"
     budget = specs[0].get("budget", {})
     tuning = specs[0].get("tuning")
-    tuned = f"tuned: {tuning['trials_per_arm']} trials/arm" if tuning else "shared defaults"
+    own = any(arm.get("algo_args") or arm.get("run_args") for arm in specs[0].get("arms", []))
+    tuned = "arms' own settings (arms file)" if own else "shared defaults"
+    tuned = f"tuned: {tuning['trials_per_arm']} trials/arm" if tuning else tuned
     return f"{budget.get('kind')}={budget.get('amount')}, {tuned}"
 
 

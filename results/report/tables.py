@@ -138,6 +138,7 @@ def tuning_table(comparison: Comparison) -> pd.DataFrame:
     best trial (`bench compare --params-from-sweep`) with the tuning budget every arm was
     given, or, for run directories given alone, as each run was configured."""
     tuning_of = {arm["name"]: spec.get("tuning") for spec in comparison.specs for arm in spec.get("arms", [])}
+    own = {arm["name"]: _own_settings(arm) for spec in comparison.specs for arm in spec.get("arms", [])}
     rows = []
     for name in comparison.arms:
         row = {
@@ -151,6 +152,8 @@ def tuning_table(comparison: Comparison) -> pd.DataFrame:
         tuning = tuning_of.get(name)
         if name not in tuning_of:
             row["tuning"] = "as each run was configured (not from a comparison)"
+        elif not tuning and own.get(name):  # an arms file's settings, e.g. carried over from a sweep
+            row.update({"tuning": "the arms file's settings", "parameters": own[name]})
         elif tuning:
             kind, amount = tuning["budget"]
             best = tuning["best"].get(name, {})
@@ -168,6 +171,16 @@ def tuning_table(comparison: Comparison) -> pd.DataFrame:
             )
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _own_settings(arm: dict) -> str:
+    """An arm's own settings in its spec (an arms file's `algo_args` and `set`), as `key=value`s."""
+    values = {f"algo.{k}": v for k, v in (arm.get("algo_args") or {}).items()} | dict(
+        arm.get("run_args") or {}
+    )
+    return ", ".join(
+        f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(values.items())
+    )
 
 
 _COUNT, _SCIENTIFIC, _PERCENT = "{:,.0f}", "{:.3g}", "{:.0%}"

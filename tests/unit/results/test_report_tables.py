@@ -312,3 +312,17 @@ def test_the_drift_table_averages_each_phase_stretch_over_seeds(tmp_path):
     )
     (dirs[0] / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward/mean": 0.5}) + "\n")
     assert drift_phase_table(drift_segments(load([dirs[0]]))).empty  # not a drifting task: no table
+
+
+def test_an_arms_file_s_own_settings_are_stated_as_such(comparison_dir):
+    # e.g. a sweep's best parameters carried over in an arms file (results/specs/table1-tuned.toml)
+    copy = comparison_dir
+    spec = json.loads((copy / "comparison.json").read_text())
+    for arm in spec["arms"]:
+        if arm["name"] == "sao":
+            arm.update(algo_args={"dis_eps_high": 1.9354506}, run_args={"policy_lr": 8.643e-05})
+    (copy / "comparison.json").write_text(json.dumps(spec))
+    by_arm = T.tuning_table(load([copy])).set_index("arm")
+    assert by_arm.loc["sao", "tuning"] == "the arms file's settings"
+    assert by_arm.loc["sao", "parameters"] == "algo.dis_eps_high=1.94, policy_lr=8.64e-05"
+    assert by_arm.loc["grpo", "tuning"] == "shared defaults"
