@@ -31,7 +31,10 @@ def curve_points(comparison: Comparison) -> dict[str, tuple[float, pd.DataFrame]
     if metrics.empty or FLOPS not in metrics or "step" not in metrics:
         return {}
     out = {}
-    for column in sorted(c for c in metrics if c.startswith("eval/") and c.endswith("/avg_at_k")):
+    # eval/<bench>/avg_at_k, not a breakdown's (eval/<bench>/<key>=<value>/avg_at_k)
+    for column in sorted(
+        c for c in metrics if c.startswith("eval/") and c.endswith("/avg_at_k") and c.count("/") == 2
+    ):
         bench = column.removeprefix("eval/").removesuffix("/avg_at_k")
         base = pd.to_numeric(metrics.loc[metrics["step"] == 0, column], errors="coerce").dropna()
         rows = metrics[(metrics["step"] > 0) & metrics[column].notna() & (metrics[FLOPS] > 0)]

@@ -96,9 +96,11 @@ def test_the_report_fits_each_arm_from_its_in_training_evaluations(tmp_path):
             (run / "config.json").write_text(json.dumps({"algo": arm, "seed": seed}))
             (root / "status" / f"{arm}-s{seed}.json").write_text(json.dumps({"state": "finished"}))
             mine = points[points["run"] == f"s{seed}"]
-            lines = [{"step": 0, "eval/arith/avg_at_k": TRUE["r0"]}]  # the base model, before any FLOPs
+            base = {"eval/arith/avg_at_k": TRUE["r0"], "eval/arith/n_operands=2/avg_at_k": 0.8}
+            lines = [{"step": 0, **base}]  # the base model, before any FLOPs
             lines += [
                 {"step": 10 * (i + 1), "budget/flops": c, "eval/arith/avg_at_k": r}
+                | {"eval/arith/n_operands=2/avg_at_k": r}  # a breakdown: not a benchmark of its own
                 for i, (c, r) in enumerate(zip(mine["flops"], mine["score"]))
             ]
             (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
