@@ -1,9 +1,11 @@
 """The one training loop: rollouts and learner run concurrently; `--mode sync` is the same
-loop with no lookahead and staleness 0.
+loop with no lookahead and staleness 0 (or the `weight_sync_every - 1` versions its cadence makes).
 
 Each step: take finished groups until the batch is full (dropping or requeueing groups older
-than `max_staleness` policy versions, and groups the algorithm rejects), train, push the new
-weights to the engine while other trajectories are still in flight, log, checkpoint.
+than `max_staleness` policy versions, and groups the algorithm rejects: `bench.train.collect`),
+train, push the new weights to the engine (every `weight_sync_every` policy versions; the cadence
+restarts at a resume, whose engine starts from the checkpoint's weights) while other trajectories
+are still in flight, count the step's model FLOPs (`bench.train.compute`), log, checkpoint.
 """
 
 from __future__ import annotations
