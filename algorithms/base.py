@@ -22,13 +22,14 @@ the contract"): `self.needs = ...` in `__init__`, `Trajectories(group_index_B=..
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import InitVar, dataclass, field
 from typing import Any, ClassVar
 
 import torch
 
 from algorithms.deprecation import warn_once
-from algorithms.fields import doc  # noqa: F401 - re-exported: plugins import it from here
+from algorithms.fields import MULTIPLE_UPDATES, ActsWhen, RunSettings, doc  # noqa: F401 - re-exported for plugins
 
 # Optional inputs a plugin may declare in `Algorithm.needs`; the loop supplies exactly these.
 #   values   -> critic values at rollout time (Trajectories.values_B_T); implies a critic
@@ -215,6 +216,18 @@ class Algorithm:
     def critic_loss(self, inp: CriticLossInputs) -> LossOutput:
         """The critic loss to minimise; only called when `critic` is not None."""
         raise NotImplementedError(f"{self.name} has no critic")
+
+    def inactive_fields(self, run: RunSettings) -> dict[str, str]:
+        """The config fields that cannot change training under this config and `run`'s settings
+        -> when they would (e.g. the PPO clip at one policy update per batch). By default read from
+        each field's `doc(..., acts_when=ActsWhen(...))`; sweeps do not search these fields and
+        reports do not show them among tuned parameters."""
+        out = {}
+        for f in dataclasses.fields(self.config):
+            acts = f.metadata.get("acts_when")
+            if acts is not None and not acts.test(self.config, run):
+                out[f.name] = acts.words
+        return out
 
     # ---- state that must survive a resume (e.g. running-mean baselines) -------------
     def state_dict(self) -> dict[str, Any]:

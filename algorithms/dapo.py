@@ -34,7 +34,15 @@ import torch
 
 from algorithms.advantages import broadcast_to_tokens, group_zscore
 from algorithms.aggregation import AGGREGATION_MODES, check_aggregation
-from algorithms.base import AdvantageResult, Algorithm, LossOutput, PolicyLossInputs, Trajectories, doc
+from algorithms.base import (
+    MULTIPLE_UPDATES,
+    AdvantageResult,
+    Algorithm,
+    LossOutput,
+    PolicyLossInputs,
+    Trajectories,
+    doc,
+)
 from algorithms.objectives import advantage_metrics, clipped_policy_loss
 
 
@@ -50,8 +58,12 @@ def overlong_penalty(lengths_B: torch.Tensor, max_len: int, buffer_len: int) -> 
 @dataclass(frozen=True)
 class Config:
     group_size: int = doc("rollouts per prompt (G)", default=8)
-    clip_eps_low: float = doc("PPO clip lower bound 1 - clip_eps_low", default=0.2)
-    clip_eps_high: float = doc("PPO clip upper bound 1 + clip_eps_high (clip-higher)", default=0.28)
+    clip_eps_low: float = doc(
+        "PPO clip lower bound 1 - clip_eps_low", default=0.2, acts_when=MULTIPLE_UPDATES
+    )
+    clip_eps_high: float = doc(
+        "PPO clip upper bound 1 + clip_eps_high (clip-higher)", default=0.28, acts_when=MULTIPLE_UPDATES
+    )
     aggregation: str = doc(f"loss aggregation mode, one of {AGGREGATION_MODES}", default="token-mean")
     dynamic_sampling: bool = doc("reject groups whose rewards are all equal", default=True)
     overlong_buffer: float = doc("L_cache as a fraction of max_response_tokens (0 = off)", default=0.2)

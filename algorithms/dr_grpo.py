@@ -26,15 +26,27 @@ from dataclasses import dataclass
 
 from algorithms.advantages import broadcast_to_tokens, group_center
 from algorithms.aggregation import AGGREGATION_MODES, check_aggregation
-from algorithms.base import AdvantageResult, Algorithm, LossOutput, PolicyLossInputs, Trajectories, doc
+from algorithms.base import (
+    MULTIPLE_UPDATES,
+    AdvantageResult,
+    Algorithm,
+    LossOutput,
+    PolicyLossInputs,
+    Trajectories,
+    doc,
+)
 from algorithms.objectives import advantage_metrics, clipped_policy_loss
 
 
 @dataclass(frozen=True)
 class Config:
     group_size: int = doc("rollouts per prompt (G)", default=8)
-    clip_eps_low: float = doc("PPO clip lower bound 1 - clip_eps_low", default=0.2)
-    clip_eps_high: float = doc("PPO clip upper bound 1 + clip_eps_high", default=0.2)
+    clip_eps_low: float = doc(
+        "PPO clip lower bound 1 - clip_eps_low", default=0.2, acts_when=MULTIPLE_UPDATES
+    )
+    clip_eps_high: float = doc(
+        "PPO clip upper bound 1 + clip_eps_high", default=0.2, acts_when=MULTIPLE_UPDATES
+    )
     aggregation: str = doc(
         f"loss aggregation mode, one of {AGGREGATION_MODES}", default="seq-mean-token-sum-norm"
     )

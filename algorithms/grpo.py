@@ -32,7 +32,15 @@ from dataclasses import dataclass
 
 from algorithms.advantages import broadcast_to_tokens, group_zscore
 from algorithms.aggregation import AGGREGATION_MODES, aggregate, check_aggregation, masked_mean
-from algorithms.base import AdvantageResult, Algorithm, LossOutput, PolicyLossInputs, Trajectories, doc
+from algorithms.base import (
+    ActsWhen,
+    AdvantageResult,
+    Algorithm,
+    LossOutput,
+    PolicyLossInputs,
+    Trajectories,
+    doc,
+)
 from algorithms.objectives import (
     DIS_BAND_CODING,
     DIS_BAND_MATH,
@@ -46,6 +54,13 @@ from algorithms.objectives import (
 
 IMPORTANCE_MODES = ("ppo-clip", "dis")
 
+PPO_CLIP_ACTS = ActsWhen(
+    lambda c, run: c.importance == "ppo-clip" and run.updates_per_batch > 1,
+    "acts only with importance='ppo-clip' and more than one policy update per batch (minibatches > 1): "
+    "with one, the ratio to the old policy is exactly 1 and the clip never binds",
+)
+DIS_ACTS = ActsWhen(lambda c, run: c.importance == "dis", "acts only with importance='dis'")
+
 
 @dataclass(frozen=True)
 class Config:
@@ -54,16 +69,24 @@ class Config:
         "'ppo-clip': clip vs the old policy; 'dis': SAO's DIS vs rollout log-probs", default="ppo-clip"
     )
     clip_eps_low: float = doc(
-        "PPO clip: lower bound 1 - clip_eps_low (importance='ppo-clip' only)", default=0.2
+        "PPO clip: lower bound 1 - clip_eps_low (importance='ppo-clip' only)",
+        default=0.2,
+        acts_when=PPO_CLIP_ACTS,
     )
     clip_eps_high: float = doc(
-        "PPO clip: upper bound 1 + clip_eps_high; 0.28 = clip-higher (ppo-clip only)", default=0.2
+        "PPO clip: upper bound 1 + clip_eps_high; 0.28 = clip-higher (ppo-clip only)",
+        default=0.2,
+        acts_when=PPO_CLIP_ACTS,
     )
     dis_eps_low: float = doc(
-        "DIS band: drop tokens with r <= 1 - dis_eps_low (importance='dis' only)", default=DIS_BAND_MATH.low
+        "DIS band: drop tokens with r <= 1 - dis_eps_low (importance='dis' only)",
+        default=DIS_BAND_MATH.low,
+        acts_when=DIS_ACTS,
     )
     dis_eps_high: float = doc(
-        "DIS band: drop tokens with r >= 1 + dis_eps_high (importance='dis' only)", default=DIS_BAND_MATH.high
+        "DIS band: drop tokens with r >= 1 + dis_eps_high (importance='dis' only)",
+        default=DIS_BAND_MATH.high,
+        acts_when=DIS_ACTS,
     )
     beta: float = doc("weight of the k3 KL to the reference policy (0 = no reference pass)", default=0.0)
     aggregation: str = doc(

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from algorithms.advantages import gae, length_adaptive_lambda, masked_whiten, outcome_rewards_to_tokens
 from algorithms.aggregation import AGGREGATION_MODES, check_aggregation, masked_mean
 from algorithms.base import (
+    MULTIPLE_UPDATES,
+    ActsWhen,
     AdvantageResult,
     Algorithm,
     CriticLossInputs,
@@ -52,19 +54,39 @@ from algorithms.objectives import (
     select_tokens,
 )
 
+LENGTH_ADAPTIVE = ActsWhen(lambda c, run: c.length_adaptive_lambda, "acts only with length_adaptive_lambda")
+FIXED_LAMBDA = ActsWhen(
+    lambda c, run: not c.length_adaptive_lambda, "acts only without length_adaptive_lambda"
+)
+SEVERAL_CRITIC_UPDATES = ActsWhen(
+    lambda c, run: False,
+    "acts only with more than one critic update per batch: the critic's first update starts at the "
+    "rollout-time values, and ppo runs one (CriticSettings.updates_per_step = 1)",
+)
+
 
 @dataclass(frozen=True)
 class Config:
     gamma: float = doc("GAE discount factor", default=1.0)
-    lambda_policy: float = doc("GAE lambda of the policy advantages (unless length-adaptive)", default=0.95)
+    lambda_policy: float = doc(
+        "GAE lambda of the policy advantages (unless length-adaptive)", default=0.95, acts_when=FIXED_LAMBDA
+    )
     lambda_critic: float = doc("GAE lambda of the critic targets", default=0.95)
     length_adaptive_lambda: bool = doc(
         "policy lambda = 1 - 1/(alpha * l), l = action tokens (VAPO)", default=False
     )
-    alpha: float = doc("alpha of the length-adaptive lambda", default=1.5)
-    clip_eps_low: float = doc("PPO clip lower bound 1 - clip_eps_low", default=0.2)
-    clip_eps_high: float = doc("PPO clip upper bound 1 + clip_eps_high", default=0.2)
-    value_clip: float | None = doc("clip of V around the rollout-time value (None = plain MSE)", default=0.2)
+    alpha: float = doc("alpha of the length-adaptive lambda", default=1.5, acts_when=LENGTH_ADAPTIVE)
+    clip_eps_low: float = doc(
+        "PPO clip lower bound 1 - clip_eps_low", default=0.2, acts_when=MULTIPLE_UPDATES
+    )
+    clip_eps_high: float = doc(
+        "PPO clip upper bound 1 + clip_eps_high", default=0.2, acts_when=MULTIPLE_UPDATES
+    )
+    value_clip: float | None = doc(
+        "clip of V around the rollout-time value (None = plain MSE)",
+        default=0.2,
+        acts_when=SEVERAL_CRITIC_UPDATES,
+    )
     normalize_advantages: bool = doc("whiten advantages over the batch's action tokens", default=True)
     aggregation: str = doc(f"policy loss aggregation mode, one of {AGGREGATION_MODES}", default="token-mean")
 

@@ -270,7 +270,7 @@ def describe(name: str) -> dict:
     needs, its group size and its critic settings."""
     import dataclasses
 
-    from algorithms.fields import describe_fields
+    from algorithms.fields import RunSettings, describe_fields
 
     cls = get(name)
     try:
@@ -285,6 +285,8 @@ def describe(name: str) -> dict:
                 "needs": sorted(configured.needs),
                 "rollouts_per_prompt": configured.group_size,
                 "critic": None if critic is None else dataclasses.asdict(critic),
+                # fields that cannot act at the default one policy update per batch
+                "inactive": sorted(configured.inactive_fields(RunSettings())),
             }
         critic, group_size, needs = algo.critic is not None, algo.group_size, sorted(algo.needs)
     except Exception as exc:  # the plugin's own code: it breaks only its own row

@@ -26,15 +26,27 @@ from dataclasses import dataclass
 
 from algorithms.advantages import broadcast_to_tokens, leave_one_out
 from algorithms.aggregation import AGGREGATION_MODES, check_aggregation
-from algorithms.base import AdvantageResult, Algorithm, LossOutput, PolicyLossInputs, Trajectories, doc
+from algorithms.base import (
+    MULTIPLE_UPDATES,
+    AdvantageResult,
+    Algorithm,
+    LossOutput,
+    PolicyLossInputs,
+    Trajectories,
+    doc,
+)
 from algorithms.objectives import RATIO_LEVELS, advantage_metrics, clipped_policy_loss
 
 
 @dataclass(frozen=True)
 class Config:
     group_size: int = doc("rollouts per prompt (k >= 2)", default=4)
-    clip_eps_low: float = doc("PPO clip lower bound 1 - clip_eps_low", default=0.2)
-    clip_eps_high: float = doc("PPO clip upper bound 1 + clip_eps_high", default=0.2)
+    clip_eps_low: float = doc(
+        "PPO clip lower bound 1 - clip_eps_low", default=0.2, acts_when=MULTIPLE_UPDATES
+    )
+    clip_eps_high: float = doc(
+        "PPO clip upper bound 1 + clip_eps_high", default=0.2, acts_when=MULTIPLE_UPDATES
+    )
     ratio_level: str = doc("'token' or 'sequence-sum' (TRL RLOOTrainer) or 'sequence-mean'", default="token")
     aggregation: str = doc(f"loss aggregation mode, one of {AGGREGATION_MODES}", default="token-mean")
 

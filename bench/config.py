@@ -14,17 +14,17 @@ import dataclasses
 import math
 import typing
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from algorithms.fields import doc
+from bench.config_checks import check_budgets, check_model_spec, check_weight_sync
 from bench.config_renames import current_names, layer_algo
 from bench.config_values import coerce_task_args, coerce_value, did_you_mean
 from bench.engines.base import ENGINE_NAMES
 from bench.errors import UsageError
-from results.budgets import BUDGETS, check_amount
 
 MODES = ("async", "sync")
+ENGINE_DTYPES = ("auto", "float32", "bfloat16")
 STALE_POLICIES = ("drop", "requeue")
 RECORDED_KEYS = ("algo_config", "algo_source")
 """Keys config.json records beside the fields (`recorded_config`): what the algorithm's config
@@ -66,6 +66,12 @@ class RunConfig:
         "trajectories dropped as stale or filtered (a token budget; the final checkpoint is written)",
         default=None,
     )
+    max_flops: int | None = doc(
+        "stop after the first step at which the run's model FLOPs (generation, learner and critic passes: "
+        "bench.train.compute) reach this many in all (a compute budget, as `bench compare --budget flops=N` "
+        "sets; --set max_flops=1e15; the final checkpoint is written)",
+        default=None,
+    )
     seed: int = doc("seed of everything (model init, sampling, problem draws)", flag="--seed", default=0)
     mode: str = doc(
         "async: rollouts overlap training; sync: the same loop with no overlap and staleness 0",
@@ -85,6 +91,12 @@ class RunConfig:
         "against vLLM's options (bench.engines.vllm_args)",
         default_factory=dict,
     )
+    engine_dtype: str = doc(
+        "dtype the torch rollout engine samples in: auto (the learner's), float32 or bfloat16; bfloat16 "
+        "against a float32 learner is the mismatch real systems have (policy/logp_mismatch_* measure it)",
+        choices=ENGINE_DTYPES,
+        default="auto",
+    )
     engine_process: bool = doc(
         "on CPU, run the torch engine in its own process (own interpreter and GIL, weights shared in "
         "memory), so generation and training really overlap; false = a thread of the learner process",
@@ -96,6 +108,12 @@ class RunConfig:
         default=64,
     )
     max_staleness: int = doc("max policy versions between a token's sampling and its training", default=4)
+    weight_sync_every: int = doc(
+        "the engine receives the learner's weights every N policy versions (1 = after every update); N > 1 "
+        "makes rollouts up to N - 1 versions staler on purpose (the off-policy regime; async mode needs "
+        "max_staleness >= N, sync mode trains on rollouts up to N - 1 versions old)",
+        default=1,
+    )
     stale_policy: str = doc(
         "what to do with too-stale trajectories: 'drop' (counted) or 'requeue'", default="drop"
     )
@@ -250,10 +268,11 @@ def validate(config: RunConfig) -> None:
         ("mode", config.mode, MODES),
         ("engine", config.engine, ENGINE_NAMES),
         ("stale_policy", config.stale_policy, STALE_POLICIES),
+        ("engine_dtype", config.engine_dtype, ENGINE_DTYPES),
     ):
         if value not in choices:
             raise UsageError(f"{name}: invalid value {value!r}; valid choices: {', '.join(choices)}")
-    for name in ("trajectories_per_step", "minibatches", "engine_slots", "nan_patience"):
+    for name in ("trajectories_per_step", "minibatches", "engine_slots", "nan_patience", "weight_sync_every"):
         if getattr(config, name) < 1:
             raise UsageError(f"{name}: must be >= 1, got {getattr(config, name)}")
     non_negative = (
@@ -266,6 +285,7 @@ def validate(config: RunConfig) -> None:
     for name in non_negative:
         if getattr(config, name) < 0:
             raise UsageError(f"{name}: must be >= 0, got {getattr(config, name)}")
+    check_weight_sync(config)
     if config.eval_every and not config.eval_bench:
         raise UsageError("eval_every is set but eval_bench is empty; name benchmarks with --eval-bench")
     for name in ("temperature", "top_p", "grad_clip", "policy_lr", "critic_lr"):
@@ -287,38 +307,6 @@ def validate(config: RunConfig) -> None:
     from bench.trackers import check_report_to
 
     check_report_to(config.report_to)  # an unknown or uninstalled tracker fails before any run dir exists
-
-
-def check_budgets(config: RunConfig) -> None:
-    """Every limit of the budget table (`results.budgets.BUDGETS`) that is set: a whole number
-    >= 1, or a finite number > 0, and at most `results.budgets.MAX_AMOUNT` (None: no limit of
-    that kind)."""
-    for row in BUDGETS:
-        value = getattr(config, row.field)
-        if value is None:
-            continue
-        if row.whole and value < 1:
-            raise UsageError(f"{row.field}: must be >= 1, got {value}")
-        if not row.whole and value <= 0:
-            raise UsageError(f"{row.field}: must be > 0, got {value}")
-        problem = check_amount(row.field, value)
-        if problem is not None:
-            raise UsageError(problem)
-
-
-def check_model_spec(spec: str) -> None:
-    """A model spec that names a local path which does not exist: a one-line UsageError before
-    any directory is made or any model loaded (hub ids and built-in names pass)."""
-    from bench.models.offline import OFFLINE_MODELS
-
-    if spec == "tiny" or spec in OFFLINE_MODELS:
-        return
-    looks_local = spec.startswith(("/", "./", "../", "~")) or spec.count("/") > 1
-    if looks_local and not Path(spec).expanduser().is_dir():
-        raise UsageError(
-            f"model directory not found: {spec} (valid: tiny, {', '.join(OFFLINE_MODELS)}, a "
-            "local transformers directory or a hub id)"
-        )
 
 
 def make_algorithm(config: RunConfig):

@@ -100,9 +100,9 @@ class ArithTask(Task):
     set, tilting it towards long chains, and the score would no longer estimate accuracy on the
     distribution trained on. Problems are i.i.d. draws, so the CIs over problems stay valid;
     the `n_operands` breakdown shows each length. Holding out a larger share would leave fewer
-    short chains to train on. The warm-start demonstrations are drawn from the whole space
-    (`demo_p_more`; the shipped bases were cloned from them): they are the base model's
-    supervised data, shared by every arm of a comparison.
+    short chains to train on. The warm-start demonstrations are drawn from the train bucket
+    only, with their own length mix (`demo_p_more`): a base model never saw a test or
+    validation chain (`demonstrations_version` 2; version 1 drew them from the whole space).
     """
 
     name = "arith"
@@ -111,6 +111,7 @@ class ArithTask(Task):
     max_new_tokens = 160
     max_turns = 1
     stop = ()
+    demonstrations_version = 2  # 2: drawn from the train bucket only
 
     def __init__(
         self,
@@ -146,10 +147,6 @@ class ArithTask(Task):
         ops = [rng.choice("+-") for _ in range(n - 1)]
         return operands, ops
 
-    def _draw(self, rng: random.Random, p_more: float) -> tuple[list[int], list[str]]:
-        """Operands and operators of one problem whose operand count continues with 1 - `p_more`."""
-        return self._chain(rng, self._length(rng, p_more))
-
     def _problem(self, key: str, operands: list[int], ops: list[str]) -> Problem:
         """Build the Problem record (operands and operators kept in `meta`)."""
         expression = format_expression(operands, ops)
@@ -160,15 +157,12 @@ class ArithTask(Task):
             meta={"operands": list(operands), "ops": list(ops), "n_operands": len(operands)},
         )
 
-    def _keyed_problem(self, rng: random.Random, p_more: float) -> Problem:
-        """A problem drawn with `p_more`, keyed by the expression itself (`arith-7+5-3`)."""
-        operands, ops = self._draw(rng, p_more)
-        return self._problem(f"arith-{format_expression(operands, ops)}", operands, ops)
-
-    def _draw_in(self, bucket: Split, rng: random.Random) -> tuple[list[int], list[str]]:
-        """A chain of `bucket`: its length from the task's mix, then uniformly among the bucket's
-        chains of that length (so every split keeps the task's mix of lengths exactly)."""
-        n = self._length(rng, self.p_more)
+    def _draw_in(
+        self, bucket: Split, rng: random.Random, p_more: float | None = None
+    ) -> tuple[list[int], list[str]]:
+        """A chain of `bucket`: its length from the mix of `p_more` (default the task's), then
+        uniformly among the bucket's chains of that length (so every split keeps the mix exactly)."""
+        n = self._length(rng, self.p_more if p_more is None else p_more)
         return SPLIT.draw_in(bucket, lambda: self._chain(rng, n), lambda d: format_expression(*d))
 
     def sample_problem(self, rng: random.Random) -> Problem:
@@ -190,10 +184,12 @@ class ArithTask(Task):
         return SingleTurnEnv(problem, grade_integer)
 
     def demonstrations(self, rng: random.Random, n: int) -> list[list[Message]]:
-        """`n` noisy [user, assistant] conversations; see the class docstring for the noise."""
+        """`n` noisy [user, assistant] conversations on train-bucket chains of the demonstration
+        length mix (`demo_p_more`); see the class docstring for the noise."""
         demos = []
         for _ in range(n):
-            problem = self._keyed_problem(rng, self.demo_p_more)
+            operands, ops = self._draw_in(Split.TRAIN, rng, self.demo_p_more)
+            problem = self._problem(f"arith-{format_expression(operands, ops)}", operands, ops)
             completion = worked_solution(
                 problem.meta["operands"], problem.meta["ops"], rng=rng, error_rate=self.demo_error_rate
             )

@@ -140,7 +140,9 @@ class Task(ABC):
     turn), `max_turns`, `stop` (stop strings for the rollout engine; empty means the
     end-of-sequence token ends a turn) and `episode_only_args` (constructor arguments that
     change episodes but not `demonstrations`, such as tool latency or the runtime: a warm-start
-    on the demonstrations does not depend on them).
+    on the demonstrations does not depend on them) and `demonstrations_version` (bumped when
+    what `demonstrations` draws changes, so that base checkpoints cloned from the old ones are
+    made again: it is part of their cache key).
     """
 
     name: ClassVar[str]
@@ -150,6 +152,7 @@ class Task(ABC):
     max_turns: ClassVar[int] = 1
     stop: ClassVar[tuple[str, ...]] = ()
     episode_only_args: ClassVar[tuple[str, ...]] = ()
+    demonstrations_version: ClassVar[int] = 1
 
     @classmethod
     def benchmark_name(cls, task_args: dict[str, Any]) -> str:

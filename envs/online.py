@@ -279,6 +279,7 @@ class DriftTask(DriftingTask):
     max_turns = 1
     stop = ()
     episode_only_args = ("phase_every", "cycle", "eval_phase")
+    demonstrations_version = ArithTask.demonstrations_version  # its demonstrations are arith's
 
     def __init__(
         self,

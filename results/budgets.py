@@ -20,6 +20,7 @@ class BudgetKind(StrEnum):
     STEPS = "steps"
     TRAJECTORIES = "trajectories"
     TOKENS = "tokens"
+    FLOPS = "flops"
     MINUTES = "minutes"
 
 
@@ -46,6 +47,8 @@ BUDGETS: tuple[BudgetRow, ...] = (
     BudgetRow(BudgetKind.STEPS, "steps", "policy steps", True, "step", matched=False),
     BudgetRow(BudgetKind.TRAJECTORIES, "max_trajectories", "trajectories trained on", True, "trajectories"),
     BudgetRow(BudgetKind.TOKENS, "max_tokens", "tokens generated", True, "generated_tokens"),
+    # compute, load-independent unlike minutes: `bench.train.compute` says what is counted
+    BudgetRow(BudgetKind.FLOPS, "max_flops", "model FLOPs of generation, learner and critic", True, "flops"),
     BudgetRow(BudgetKind.MINUTES, "max_minutes", "minutes of training, wall clock", False, "elapsed_s", 60.0),
 )
 """Every budget kind, in the order a run checks them (the first spent one is its stop reason)."""
@@ -88,7 +91,7 @@ def matched_budgets() -> tuple[BudgetRow, ...]:
 
 def budget_help(units: bool = True) -> str:
     """The `--budget` kinds for help texts, `trajectories=N (trajectories trained on), ...`, or
-    without their units for one-line errors, `trajectories=N, tokens=N, minutes=N`."""
+    without their units for one-line errors, `trajectories=N, tokens=N, flops=N, minutes=N`."""
     return ", ".join(f"{row.kind}=N" + (f" ({row.unit})" if units else "") for row in matched_budgets())
 
 

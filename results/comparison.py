@@ -18,26 +18,11 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.scoring import correct_by_problem
+from results.collapse import collapse_step
 from results.evals import read_records, read_summary
 from results.experiments import FINAL_EVAL_DIR, SPEC_FILE, RunState, arm_slug, read_status
 from results.files import read_json
-from results.rundir import RunDir
-
-COLLAPSE_FRACTION = 0.5
-"""A run whose training reward over its last tenth of steps fell below this fraction of its best
-tenth is flagged `collapsed` (the paper's vanilla GRPO and VAPO runs collapse this way)."""
-
-
-def reward_collapsed(rewards: list[float | None]) -> bool:
-    """Whether the mean training reward of the last tenth of the steps is below
-    COLLAPSE_FRACTION of the best mean over any tenth (windows of at least 5 steps)."""
-    values = [r for r in rewards if r is not None]
-    window = max(5, len(values) // 10)
-    if len(values) < 2 * window:
-        return False
-    means = pd.Series(values).rolling(window).mean().dropna()
-    best, last = float(means.max()), float(means.iloc[-1])
-    return best > 0 and last < COLLAPSE_FRACTION * best
+from results.rundir import RunDir, RunOutcome
 
 
 @dataclass
@@ -47,7 +32,9 @@ class Comparison:
     - `runs`: one row per run: run, arm, seed, path, state (the worker's `RunState`), detail,
       outcome and stopped_by (as the run recorded them, `results.rundir.RunDir.read_outcome`),
       steps and the consumption (trajectories, generated_trajectories, generated_tokens,
-      elapsed_s, learner_s, critic_s, critic_share), selected checkpoint, config hash, commit;
+      elapsed_s, learner_s, critic_s, critic_share, flops and critic_flops: None where not
+      counted), updates_per_batch (the run's `minibatches`), collapsed and collapse_step (the rule
+      of `results.collapse`), selected checkpoint, config hash, commit;
     - `metrics`: one row per (run, step) with every metric of metrics.jsonl (arm, seed, run);
     - `scores`: one row per problem of a final evaluation: arm, seed, run, benchmark,
       problem_id, correct and samples (how many of its samples were correct, of how many:
@@ -160,6 +147,26 @@ def _plain_run(path: Path) -> dict[str, Any]:
     }
 
 
+def _consumption_columns(consumption: dict[str, Any]) -> dict[str, Any]:
+    """The runs table's consumption columns from a run's `Consumption` record (summary.json, or
+    the last step's `budget/` metrics); FLOPs None where not counted (0 or absent: a run from
+    before they were)."""
+    keys = (
+        "trajectories",
+        "generated_trajectories",
+        "generated_tokens",
+        "elapsed_s",
+        "learner_s",
+        "critic_s",
+    )
+    row = {key: consumption.get(key) for key in keys}
+    row["flops"] = consumption.get("flops") or None
+    row["critic_flops"] = None if row["flops"] is None else consumption.get("critic_flops", 0)
+    learner_s, critic_s = row["learner_s"] or 0, row["critic_s"] or 0
+    row["critic_share"] = critic_s / learner_s if learner_s else None
+    return row
+
+
 def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list[dict]]:
     """(runs row, metric rows, final eval record rows, final eval summary rows) of one run."""
     path: Path = entry["path"]
@@ -177,6 +184,7 @@ def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list
     run = RunDir(path)
     config = run.read_config()
     row["config_hash"] = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+    row["updates_per_batch"] = config.get("minibatches", 1)
     env = read_json(path / "env.json") if (path / "env.json").exists() else {}
     row["commit"] = env.get("git_commit")
     summary = read_json(path / "summary.json") if (path / "summary.json").exists() else {}
@@ -192,19 +200,13 @@ def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list
     consumption = summary.get("consumption") or {
         k.removeprefix("budget/"): v for k, v in last.items() if k.startswith("budget/")
     }
-    for key in (
-        "trajectories",
-        "generated_trajectories",
-        "generated_tokens",
-        "elapsed_s",
-        "learner_s",
-        "critic_s",
-    ):
-        row[key] = consumption.get(key)
-    learner_s, critic_s = row.get("learner_s") or 0, row.get("critic_s") or 0
-    row["critic_share"] = critic_s / learner_s if learner_s else None
+    row.update(_consumption_columns(consumption))
     row["steps"] = max((m.get("step", 0) for m in metric_rows), default=0)
-    row["collapsed"] = reward_collapsed([m.get("reward/mean") for m in metric_rows if m.get("step", 0) > 0])
+    rewards = [
+        (m["step"], m["reward/mean"]) for m in metric_rows if m.get("step", 0) > 0 and "reward/mean" in m
+    ]
+    collapse = collapse_step(rewards, diverged=row["outcome"] == RunOutcome.NON_FINITE)
+    row["collapsed"], row["collapse_step"] = collapse is not None, collapse  # `results.collapse`'s rule
     row["stale_dropped"] = sum(m.get("rollout/stale_dropped") or 0 for m in metric_rows)
     final = path / "evals" / FINAL_EVAL_DIR
     selected = final / "selected.json"

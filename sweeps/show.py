@@ -256,10 +256,12 @@ def best_arms(sweep_dirs: list[Path]) -> tuple[list, dict[str, Any]]:
 def _best_of_sweep(out: Path, spec: SweepSpec, data: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
     """(arm with its best trial's parameters, {trial, value, params}) of every arm of one sweep;
     a parameter stored under an algorithm field's old name (a study swept before the rename) is
-    read under its current one."""
+    read under its current one. `params` leaves out those that could not act under the sweep's
+    run settings (`Algorithm.inactive_fields`; listed as `not_acting`)."""
     import optuna
 
     from algorithms import registry
+    from algorithms.fields import RunSettings
     from algorithms.renames import current_key
     from sweeps.spaces import as_layer
     from sweeps.spec import Arm
@@ -278,6 +280,17 @@ def _best_of_sweep(out: Path, spec: SweepSpec, data: dict[str, Any]) -> list[tup
         layer = as_layer(params)
         algo_args = {**arm.algo_args, **layer.pop("algo_args", {})}
         tuned = Arm(arm.name, arm.algo, arm.preset, algo_args, {**arm.run_args, **layer})
+        # what the report shows: the searched parameters that could act in the sweep's runs (an old
+        # sweep may have searched a dead one, e.g. the PPO clip at one policy update per batch)
+        algo = cls(cls.make_config(arm.preset, **algo_args))
+        dead = {f"algo.{f}" for f in algo.inactive_fields(RunSettings(spec.updates_per_batch()))}
         best = {current_key(cls, name): value for name, value in trial.params.items()}
-        found.append((tuned, {"trial": trial.number, "value": trial.value, "params": best}))
+        shown = {name: value for name, value in best.items() if name not in dead}
+        record = {"trial": trial.number, "value": trial.value, "params": shown}
+        found.append(
+            (
+                tuned,
+                record | ({"not_acting": sorted(set(best) - set(shown))} if len(shown) < len(best) else {}),
+            )
+        )
     return found

@@ -5,7 +5,9 @@ A space is a list of `Param`s; a param's name is a config key as `--set` spells 
 space is one pure function of its effective config (`SPACES`), covering what the issue list
 and the papers call its most sensitive knobs: the policy learning rate; the clip or DIS band;
 the critic's K updates, learning rate and warmup; the length-adaptive alpha; the group size
-where it applies; the KL beta. The first trial of every sweep is the paper's defaults.
+where it applies; the KL beta. A parameter the algorithm says cannot act under the sweep's run
+settings (`Algorithm.inactive_fields`: the PPO clip at one policy update per batch, PPO's alpha
+without the length-adaptive lambda) is left out. The first trial of every sweep is the paper's defaults.
 
 Overrides, in the same schema, from a TOML file (`--space FILE`) or a plugin's
 `search_space` class attribute (a dict, since `algorithms/` cannot import this package). An
@@ -200,10 +202,13 @@ def space_for(
     algo_config: dict[str, Any],
     run_defaults: dict[str, Any],
     overrides: dict[str, Any] | None = None,
+    inactive: dict[str, str] | None = None,
 ) -> tuple[list[Param], dict[str, Any]]:
     """(the searched params, the fixed values) of one algorithm: its built-in or plugin space,
     then the `--space` overrides (a param replaces the one of its name; `Fixed` removes it), an
-    old field name read as the current one."""
+    old field name read as the current one. `inactive` (`Algorithm.inactive_fields` under the
+    sweep's run settings: field -> when it would act) are left out: a parameter that cannot act
+    (the PPO clip at one update per batch) is not searched, and a `--space` that names one is refused."""
     from algorithms.renames import current_key
 
     plugin = getattr(algo_cls, "search_space", None)
@@ -211,12 +216,15 @@ def space_for(
         params = [p for name, t in plugin.items() if isinstance(p := param_from_table(name, t), Param)]
     else:
         params = SPACES.get(algo_cls.name, _band_only)(algo_config, run_defaults)
-    by_name = {p.name: p for p in params}
+    dead = {f"algo.{field}": why for field, why in (inactive or {}).items()}
+    by_name = {p.name: p for p in params if p.name not in dead}
     fixed: dict[str, Any] = {}
     for old_name, value in (overrides or {}).items():
         name = current_key(algo_cls, old_name)
         if isinstance(value, Param):
             value = dataclasses.replace(value, name=name)
+            if name in dead:
+                raise SpaceError(f"search space {name}: cannot act for {algo_cls.name} here: it {dead[name]}")
         by_name.pop(name, None)
         if isinstance(value, Fixed):
             fixed[name] = value.value

@@ -29,6 +29,7 @@ import hashlib
 import json
 import tomllib
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
@@ -40,6 +41,10 @@ from sweeps.errors import ExperimentError
 
 ALIASES = {"grpo+dis": ("grpo", "dis")}
 """Paper names of arms that are an algorithm with a preset."""
+
+SHARED_BY_EVERY_ARM = frozenset({"minibatches"})
+"""Run fields an arm's `set` may not change: the policy updates per batch is a setting of the
+whole experiment (whether a PPO clip can act depends on it), stated in its report."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,11 @@ def _arms_from_toml(path: Path) -> list[Arm]:
             raise ExperimentError(
                 f"--algos {path}: arm {name!r}: give 'algo' and 'preset' as keys, not in 'set'"
             )
+        if SHARED_BY_EVERY_ARM & set(run_args):
+            raise ExperimentError(
+                f"--algos {path}: arm {name!r}: minibatches (policy updates per batch) is shared by every arm "
+                "of an experiment: set it for all with --set minibatches=N"
+            )
         arms.append(Arm(name, table["algo"], table.get("preset"), dict(table.get("algo_args", {})), run_args))
     _check_unique(arms)
     return arms
@@ -132,23 +142,26 @@ def _check_unique(arms: list[Arm]) -> None:
 
 
 def parse_budget(text: str) -> Budget:
-    """`trajectories=1280` -> Budget("trajectories", 1280); one line naming the valid kinds
-    (the matched kinds of `results.budgets.BUDGETS`) otherwise."""
+    """`trajectories=1280` -> Budget("trajectories", 1280), `flops=3.2e16` -> Budget("flops",
+    32000000000000000) (scientific notation read exactly: whole kinds stay whole); one line naming
+    the valid kinds (the matched kinds of `results.budgets.BUDGETS`) otherwise."""
     kind, sep, value = text.partition("=")
     rows = {str(row.kind): row for row in matched_budgets()}
     if not sep or kind not in rows:
         raise ExperimentError(f"--budget {text!r}: expected one of {budget_help(units=False)}")
     try:
-        amount = float(value)
-    except ValueError:
+        amount = Decimal(value.strip())
+    except InvalidOperation:
         raise ExperimentError(f"--budget {text!r}: {value!r} is not a number") from None
+    if not amount.is_finite():  # Decimal reads "nan" and "inf" too
+        raise ExperimentError(f"--budget {text!r}: must be a finite number")
     problem = check_amount(f"--budget {text!r}", amount)
     if problem is not None:
         raise ExperimentError(problem)
     row = rows[kind]
-    if row.whole and amount != int(amount):
+    if row.whole and amount != amount.to_integral_value():
         raise ExperimentError(f"--budget {text!r}: {kind} must be a whole number")
-    return Budget(row.kind, int(amount) if row.whole else amount)
+    return Budget(row.kind, int(amount) if row.whole else float(amount))
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
@@ -201,6 +214,10 @@ class ExperimentSpec:
     def __post_init__(self) -> None:
         kind, amount = self.budget  # a (kind, amount) pair, as the spec file and callers may give it
         object.__setattr__(self, "budget", Budget(BudgetKind(kind), amount))
+
+    def updates_per_batch(self) -> int:
+        """Policy optimizer updates per batch of every run (`--set minibatches=N`, default 1)."""
+        return int(self.shared.get("minibatches", 1))
 
     def run_layers(
         self, arm: Arm, seed: int, evals: dict[str, Any], *extra: dict[str, Any]

@@ -148,14 +148,19 @@ def format_algorithm(info: dict) -> str:
                 "changes": changes,
                 "needs": ", ".join(d["needs"]) or "-",
                 "rollouts_per_prompt": d["rollouts_per_prompt"],
+                "inactive at minibatches=1": ", ".join(d["inactive"]) or "-",
                 "critic": "none"
                 if c is None
                 else f"K={c['updates_per_step']}, warmup={c['warmup_steps']}, "
                 f"frozen attention={c['freeze_attention']}",
             }
         )
+    sometimes = [f for f in info["fields"] if f["acts_when"] != "always"]
+    if sometimes:
+        lines += ["", "fields that do not always act (sweeps search them only where they can):"]
+        lines += [f"  {f['name']}: {f['acts_when']}" for f in sometimes]
     lines += ["", "presets (--preset NAME; 'default' = no preset):"]
-    columns = ["preset", "changes", "needs", "rollouts_per_prompt", "critic"]
+    columns = ["preset", "changes", "needs", "rollouts_per_prompt", "critic", "inactive at minibatches=1"]
     lines += ["  " + line for line in format_table(rows, columns).splitlines()]
     lines += ["", f"check a plugin: bench algos --check {info['name']}"]
     return "\n".join(lines)

@@ -158,7 +158,8 @@ def run(args: argparse.Namespace) -> int:
     n = len(spec.run_names())
     print(
         f"comparison: {out} ({len(spec.arms)} arms x {len(spec.seeds)} seeds = {n} runs, "
-        f"budget {spec.budget.kind}={spec.budget.amount}, {launch.workers} workers here)",
+        f"budget {spec.budget.kind}={spec.budget.amount}, {spec.updates_per_batch()} policy update(s) per "
+        f"batch, {launch.workers} workers here)",
         flush=True,
     )
     codes = run_workers(out, launch.workers)

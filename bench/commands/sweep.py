@@ -106,6 +106,7 @@ def resolve_spaces(spec: SweepSpec, defaults: dict) -> tuple[dict, dict[str, dic
     import dataclasses
 
     from algorithms import registry
+    from algorithms.fields import RunSettings
     from algorithms.renames import current_key
     from bench.config import build_config, build_run
     from bench.config_values import did_you_mean
@@ -130,7 +131,8 @@ def resolve_spaces(spec: SweepSpec, defaults: dict) -> tuple[dict, dict[str, dic
                 )
         per_step = parts.config.trajectories_per_step
         run = {**defaults, "trajectories_per_step": per_step}
-        params, fixed = space_for(type(parts.algorithm), algo_config, run, overrides)
+        inactive = parts.algorithm.inactive_fields(RunSettings(updates_per_batch=parts.config.minibatches))
+        params, fixed = space_for(type(parts.algorithm), algo_config, run, overrides, inactive)
         spaces[arm.name] = ArmSpace(params, fixed, per_step)
         firsts[arm.name] = paper_defaults(params, algo_config, defaults)
         build_config(*spec.config_layers(arm, spec.seeds[0], as_layer({**fixed, **firsts[arm.name]})))
@@ -170,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     _create(out, spec, launch, defaults, spaces, firsts)
     print(
         f"sweep: {out} ({len(spec.arms)} arm(s) x {spec.trials} trials, objective {spec.objective}, "
-        f"{launch.workers} workers here)",
+        f"{spec.updates_per_batch()} policy update(s) per batch, {launch.workers} workers here)",
         flush=True,
     )
     codes = run_workers(out, launch.workers)

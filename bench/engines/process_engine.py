@@ -98,6 +98,8 @@ class ProcessEngine(Engine):
         """Start the child with a copy of `model` (CPU); `engine_kwargs` go to TorchEngine."""
         ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
         self.version = 0
+        dtype = engine_kwargs.get("dtype")  # the child's TorchEngine casts its model to it
+        self._dtype = str(getattr(torch, dtype) if dtype else next(model.parameters()).dtype)
         self._shared = _shared_copy(model.state_dict())
         self._lock = ctx.Lock()
         self._version = ctx.Value("q", 0, lock=False)  # written only under self._lock
@@ -166,6 +168,10 @@ class ProcessEngine(Engine):
             self._version.value = version
         self.version = version
         self._updates += 1
+
+    def provenance(self) -> dict:
+        """The engine and the dtype its child samples in (env.json)."""
+        return {"engine": type(self).__name__, "dtype": self._dtype}
 
     def stats(self) -> dict[str, float]:
         """The child engine's throughput counters as of its last completion, plus weight pushes."""

@@ -141,13 +141,19 @@ class TorchEngine(Engine):
         max_seq_len: int | None = None,
         num_threads: int | None = None,
         kv_cache: bool = True,
+        dtype: str | None = None,
     ) -> None:
         """`num_threads`: intra-op threads while `step()` runs (set for the calling thread and
         restored after; OpenMP builds of torch only). None = 1 for a small model on CPU (hidden
         size <= 256: decode there is bound by per-op overhead, which more threads only add to, and
         a 1-thread engine leaves the other cores to the learner), otherwise torch's setting.
         `kv_cache=False` runs `_FullForwardRunner` even where `_CachedRunner` could (the reference
-        `bench perf --only kv_cache` measures the cache against)."""
+        `bench perf --only kv_cache` measures the cache against). `dtype` ("float32", "bfloat16";
+        None: the model's own): the engine casts its model to it and samples there, whatever dtype
+        the weights it receives come in (`update_weights` casts them), as an inference server in
+        bf16 beside a float32 learner does (the run field `engine_dtype`)."""
+        if dtype is not None:
+            model = model.to(getattr(torch, dtype))
         self.model, self.tokenizer = model.eval(), tokenizer
         self.max_batch_size = max_batch_size
         self.max_seq_len = int(max_seq_len or getattr(model.config, "max_position_embeddings", 2048))
@@ -221,7 +227,8 @@ class TorchEngine(Engine):
             return finished
 
     def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
-        """Copy `state_dict` into the model between steps; later tokens carry `version`."""
+        """Copy `state_dict` into the model between steps (cast to the engine's dtype); later
+        tokens carry `version`."""
         with self._lock, torch.no_grad():
             own = self.model.state_dict()
             unexpected = [k for k in state_dict if k not in own]
@@ -237,6 +244,10 @@ class TorchEngine(Engine):
             self.version = version
             self._stale_cache = self.cached  # in-flight K/V were computed with the old weights
             self._counters["updates"] += 1
+
+    def provenance(self) -> dict:
+        """The engine and the dtype it samples in (env.json)."""
+        return {"engine": type(self).__name__, "dtype": str(next(self.model.parameters()).dtype)}
 
     def stats(self) -> dict[str, float]:
         """tokens_generated, step_seconds, tokens_per_s, mean_active_slots, steps, weight_updates."""

@@ -24,8 +24,9 @@ from bench.models.recipes import RECIPE_VERSION, recipe_for
 
 def base_checkpoint_path(task: str, task_args: dict[str, Any] | None = None, seed: int = 0) -> Path:
     """The cache path of a task's tiny base checkpoint. The key holds the task's tiny-model recipe
-    (`bench.models.recipes`: pretrain steps and batch size) and every constructor argument, defaults
-    included, so changing a recipe, an argument or a default makes a new base, and spelling
+    (`bench.models.recipes`: pretrain steps and batch size), the version of its demonstrations
+    (`Task.demonstrations_version`) and every constructor argument, defaults
+    included, so changing a recipe, the demonstrations, an argument or a default makes a new base, and spelling
     out a default selects the same base as leaving it unset; arguments that only change
     episodes (`Task.episode_only_args`) are left out."""
     from envs import registry as task_registry
@@ -35,9 +36,10 @@ def base_checkpoint_path(task: str, task_args: dict[str, Any] | None = None, see
     args = {k: v for k, v in {**_constructor_defaults(cls), **(task_args or {})}.items() if k not in skip}
     tiny = recipe_for(task)
     recipe = {"steps": tiny.pretrain_steps, "batch_size": tiny.pretrain_batch_size}
-    key = json.dumps(
-        {"task": task, "args": args, "seed": seed, "v": RECIPE_VERSION, "recipe": recipe}, sort_keys=True
-    )
+    fields = {"task": task, "args": args, "seed": seed, "v": RECIPE_VERSION, "recipe": recipe}
+    if cls.demonstrations_version > 1:  # version 1 predates the field: its bases keep their keys
+        fields["demos"] = cls.demonstrations_version
+    key = json.dumps(fields, sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:10]
     return cache_root() / "tiny" / f"{task}-v{RECIPE_VERSION}-s{seed}-{digest}"
 

@@ -46,6 +46,7 @@ class Trajectory:
     finish_reason: str = (
         ""  # of the last turn: the engine's ("eos", "stop", "length", ENGINE_FAILURES) or PROMPT_TOO_LONG
     )
+    requests: list[tuple[int, int]] = field(default_factory=list)  # (prompt, new tokens) of each engine turn
 
     def min_version(self) -> int:
         """The oldest policy version among this trajectory's action tokens."""
@@ -109,6 +110,7 @@ async def run_episode(
                 seed=derive_seed(seed, turn) if seed_of_turn is None else seed_of_turn(turn),
             )
             completion = await _generate(worker, request)
+            traj.requests.append((len(request.prompt_ids), len(completion.token_ids)))  # its compute
             traj.append(completion.token_ids, completion.logprobs, completion.versions)
             traj.turns = turn + 1
             traj.finish_reason = completion.finish_reason

@@ -3,7 +3,8 @@
 A comparison is fair only at matched budgets, so a run can stop on any kind of the budget
 table (`results.budgets.BUDGETS`): its `steps`, the trajectories the learner trained on
 (`max_trajectories`), the tokens generated (`max_tokens`, counting trajectories dropped as
-stale or filtered, since generating them cost the same) or wall-clock minutes (`max_minutes`).
+stale or filtered, since generating them cost the same), the model FLOPs of generation, learner
+and critic (`max_flops`, counted by `bench.train.compute`) or wall-clock minutes (`max_minutes`).
 Every run records what it consumed, whatever stopped it: per step as cumulative `budget/` metrics, at the end in summary.json, and in each
 checkpoint (`consumption.json`), so a resumed run continues the counts (minutes included)
 instead of starting them afresh.
@@ -35,6 +36,13 @@ class Consumption:
     """finished episodes taken from the rollouts: trained on, dropped as stale or filtered"""
     generated_tokens: int = 0
     """model-generated (action) tokens of those episodes"""
+    flops: int = 0
+    """model FLOPs of every pass the run made: generation, learner and critic (`bench.train.compute`;
+    0: not counted, a run from before they were or of a model whose shape is unknown)"""
+    generation_flops: int = 0
+    """the part of `flops` spent generating rollouts"""
+    critic_flops: int = 0
+    """the part of `flops` spent on the critic's updates"""
     elapsed_s: float = 0.0
     """training wall time, summed over the run's resumes"""
     learner_s: float = 0.0
@@ -47,6 +55,9 @@ class Consumption:
         self.trajectories += int(step_metrics.get("budget/step_trajectories", 0))
         self.generated_trajectories += int(step_metrics.get("budget/step_generated_trajectories", 0))
         self.generated_tokens += int(step_metrics.get("budget/step_generated_tokens", 0))
+        self.flops += int(step_metrics.get("budget/step_flops", 0))
+        self.generation_flops += int(step_metrics.get("budget/step_generation_flops", 0))
+        self.critic_flops += int(step_metrics.get("budget/step_critic_flops", 0))
         self.learner_s += float(step_metrics.get("time/learner_s", 0.0))
         self.critic_s += float(step_metrics.get("time/critic_s", 0.0))
         self.elapsed_s += step_s

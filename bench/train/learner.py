@@ -31,6 +31,7 @@ from bench.models.critic import ValueModel, freeze_attention
 from bench.models.logprobs import learner_chunk_tokens, response_logprobs
 from bench.models.packing import BucketedBatch
 from bench.rollout.episode import Trajectory
+from bench.train.metrics import logp_mismatch
 from results.rundir import RunOutcome
 
 
@@ -270,6 +271,7 @@ class Learner:
             updated |= grad_norm is not None
             step_metrics = {
                 **res.metrics,
+                **logp_mismatch(logp_B_T, batch.rollout_logp_B_T[chunk], batch.action_mask_B_T[chunk]),
                 "policy/grad_norm": float("nan") if grad_norm is None else grad_norm,
             }
             for k, v in step_metrics.items():  # mean over minibatches (NaN marks a skipped one)

@@ -1,9 +1,11 @@
 """The one training loop: rollouts and learner run concurrently; `--mode sync` is the same
-loop with no lookahead and staleness 0.
+loop with no lookahead and staleness 0 (or the `weight_sync_every - 1` versions its cadence makes).
 
 Each step: take finished groups until the batch is full (dropping or requeueing groups older
-than `max_staleness` policy versions, and groups the algorithm rejects), train, push the new
-weights to the engine while other trajectories are still in flight, log, checkpoint.
+than `max_staleness` policy versions, and groups the algorithm rejects: `bench.train.collect`),
+train, push the new weights to the engine (every `weight_sync_every` policy versions; the cadence
+restarts at a resume, whose engine starts from the checkpoint's weights) while other trajectories
+are still in flight, count the step's model FLOPs (`bench.train.compute`), log, checkpoint.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import copy
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,103 +22,20 @@ import torch
 from bench.config import RunConfig, RunParts
 from bench.engines import make_engine
 from bench.engines.base import SamplingParams
-from bench.errors import RunStopped
-from bench.rollout.episode import ENGINE_FAILURES
-from bench.rollout.producer import Group, RolloutProducer
+from bench.rollout.producer import RolloutProducer
 from bench.rollout.worker import EngineWorker
 from bench.seeding import derive_seed
 from bench.trackers import open_trackers
 from bench.train.budget import Consumption, stop_reason
 from bench.train.checkpoints import save_checkpoint
+from bench.train.collect import collect_batch
+from bench.train.compute import StepFlops, check_flops_countable, model_shape, step_flops
 from bench.train.learner import Learner, build_batch
 from bench.train.metrics import advance_bar, batch_metrics, progress_bar, timeline_record
 from bench.train.outcome import recorded_outcome
 from bench.train.setup import make_learner
 from results.budgets import BUDGETS, BudgetKind
 from results.rundir import RunDir, RunOutcome
-
-ROLLOUT_TIMEOUT_S = 600.0  # no finished group for this long means the rollout side is stuck
-MAX_REJECTED_IN_A_ROW = 200  # groups rejected by `accept_group` (or failed by the engine) in a row
-
-
-class RolloutStarved(RunStopped):
-    """The algorithm rejected every group for a long time (e.g. all rewards equal)."""
-
-    outcome = RunOutcome.STARVED
-
-
-@dataclass
-class BatchCounters:
-    """What happened while one batch was collected."""
-
-    stale_dropped: int = 0
-    stale_requeued: int = 0
-    filtered_groups: int = 0
-    engine_failed: int = 0  # trajectories of groups with an aborted or failed engine request
-    wait_s: float = 0.0
-    groups: list[Group] = field(default_factory=list)
-    discarded: list[Group] = field(default_factory=list)  # taken but not trained on (stale, filtered)
-
-    def generated(self) -> tuple[int, int]:
-        """(trajectories, action tokens) of every group taken, trained on or discarded."""
-        trajs = [t for g in (*self.groups, *self.discarded) for t in g.trajectories]
-        return len(trajs), sum(sum(t.action_mask) for t in trajs)
-
-
-def collect_batch(
-    producer: RolloutProducer, learner: Learner, config: RunConfig, max_staleness: int
-) -> BatchCounters:
-    """Take groups from the producer until `trajectories_per_step` are accepted. Groups too
-    stale, rejected by the algorithm or with an episode the engine aborted or failed are
-    discarded (counted; the engine's failures are run again, since the problem is not at fault)."""
-    out = BatchCounters()
-    have = rejected_in_a_row = failed_in_a_row = 0
-    start = time.perf_counter()
-    while have < config.trajectories_per_step:
-        group = producer.get_group(timeout=1.0)
-        if group is None:
-            if time.perf_counter() - start > ROLLOUT_TIMEOUT_S:
-                raise RuntimeError(f"no rollout finished in {ROLLOUT_TIMEOUT_S:.0f} s")
-            continue
-        n = len(group.trajectories)
-        if learner.version - group.min_version() > max_staleness:
-            if config.stale_policy == "requeue":
-                producer.requeue(group.problem)
-                out.stale_requeued += n
-            else:
-                out.stale_dropped += n
-            out.discarded.append(group)
-            producer.release(n)
-            continue
-        if any(t.finish_reason in ENGINE_FAILURES for t in group.trajectories):
-            producer.requeue(group.problem)
-            out.engine_failed += n
-            out.discarded.append(group)
-            producer.release(n)
-            failed_in_a_row += 1
-            if failed_in_a_row >= MAX_REJECTED_IN_A_ROW:
-                raise RuntimeError(
-                    f"the engine aborted or failed a request in {failed_in_a_row} groups in a row"
-                )
-            continue
-        failed_in_a_row = 0
-        rewards_G = torch.tensor([t.reward for t in group.trajectories])
-        if not learner.algo.accept_group(rewards_G):
-            out.filtered_groups += 1
-            out.discarded.append(group)
-            rejected_in_a_row += 1
-            producer.release(n)
-            if rejected_in_a_row >= MAX_REJECTED_IN_A_ROW:
-                raise RolloutStarved(
-                    f"{config.algo} rejected {rejected_in_a_row} groups in a row (e.g. dynamic sampling: "
-                    "all rewards equal); the task is too hard or too easy for this model"
-                )
-            continue
-        rejected_in_a_row = 0
-        out.groups.append(group)
-        have += n
-    out.wait_s = time.perf_counter() - start
-    return out
 
 
 @dataclass
@@ -129,6 +48,7 @@ class Rollouts:
     producer: RolloutProducer
     sampling: SamplingParams
     previous_threads: int | None  # the learner's torch threads before the engine took its cores
+    synced_version: int  # the policy version the engine holds (`weight_sync_every` apart)
 
     def close(self) -> None:
         """Stop producing, stop the engine thread, release the engine and the learner's cores."""
@@ -149,6 +69,7 @@ def start_rollouts(config: RunConfig, task: Any, tokenizer: Any, learner: Learne
         process=config.engine_process,
         max_batch_size=config.engine_slots,
         engine_args=config.engine_args,
+        **({} if config.engine_dtype == "auto" else {"dtype": config.engine_dtype}),
     )
     previous_threads = _leave_cores_for_the_engine(engine, acc)
     engine.update_weights(learner.unwrapped_policy.state_dict(), learner.version)
@@ -176,7 +97,7 @@ def start_rollouts(config: RunConfig, task: Any, tokenizer: Any, learner: Learne
         first_group_id=learner.step * 1_000_000,
     )
     producer.start()
-    return Rollouts(engine, worker, producer, sampling, previous_threads)
+    return Rollouts(engine, worker, producer, sampling, previous_threads, learner.version)
 
 
 def train(parts: RunParts, run: RunDir, resume: Path | None = None, progress: bool = True) -> dict[str, Any]:
@@ -202,6 +123,7 @@ def _train(parts: RunParts, run: RunDir, resume: Path | None, progress: bool) ->
     if resume is not None and is_main:
         run.truncate_metrics(learner.step)
     consumed = Consumption.load(resume)
+    check_flops_countable(config, learner.unwrapped_policy)  # a FLOPs budget needs a known shape
     trackers = open_trackers(
         config.report_to, run.path, run.read_config() if is_main else {}, enabled=is_main
     )
@@ -351,7 +273,10 @@ def _one_step(
     engine, producer, sampling = rollouts.engine, rollouts.producer, rollouts.sampling
     sync = config.mode == "sync"
     t0 = time.perf_counter()
-    got = collect_batch(producer, learner, config, 0 if sync else config.max_staleness)
+    # sync: only the lag the weight-sync cadence makes on purpose (none by default)
+    got = collect_batch(
+        producer, learner, config, config.weight_sync_every - 1 if sync else config.max_staleness
+    )
     n = sum(len(g.trajectories) for g in got.groups)
     if not sync:
         producer.release(n)  # generation for the next batch starts now, overlapping training
@@ -362,13 +287,18 @@ def _one_step(
         trajs, tokenizer.pad_token_id, sampling.max_new_tokens * task.max_turns, config.length_buckets
     )
     record.update(learner.train_step(batch))
-    if learner.version != version_before:  # other trajectories are still in flight
+    if learner.version - rollouts.synced_version >= config.weight_sync_every:  # others still in flight
         engine.update_weights(learner.unwrapped_policy.state_dict(), learner.version)
+        rollouts.synced_version = learner.version
     if sync:
         producer.release(n)
     if run is not None:
         run.append_timeline(timeline_record(learner.step, version_before, got.groups, got.discarded))
-    generated_trajectories, generated_tokens = _summed(learner.accelerator, got.generated())
+    flops = step_flops(
+        model_shape(learner.unwrapped_policy), learner, trajs, got.taken(), not record["policy/warmup"]
+    )
+    counts = got.generated() + (() if flops is None else astuple(flops))
+    generated_trajectories, generated_tokens, *flops_parts = _summed(learner.accelerator, counts)
     record.update(
         {
             "step": learner.step,
@@ -386,6 +316,8 @@ def _one_step(
             "budget/step_generated_tokens": float(generated_tokens),
         }
     )
+    if flops_parts:  # all ranks' (the same on every rank, as the other budget counts)
+        record.update(StepFlops(*flops_parts).as_metrics())
     return record
 
 
@@ -393,5 +325,6 @@ def _summed(acc: Any, counts: tuple[int, ...]) -> tuple[int, ...]:
     """`counts` summed over the ranks of a data-parallel run (unchanged in one process)."""
     if acc.num_processes == 1:
         return counts
-    total = acc.reduce(torch.tensor([float(c) for c in counts]).to(acc.device), reduction="sum")
-    return tuple(int(x) for x in total.tolist())
+    # float64: FLOPs counts pass 2^24, where float32 would round them
+    counts_K = torch.tensor([float(c) for c in counts], dtype=torch.float64).to(acc.device)
+    return tuple(int(x) for x in acc.reduce(counts_K, reduction="sum").tolist())

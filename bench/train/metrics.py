@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import statistics
 
+import torch
+
 from bench.rollout.producer import Group
 
 
@@ -32,6 +34,22 @@ def batch_metrics(groups: list[Group], version: int) -> dict[str, float]:
         "rollout/env_failed": float(sum("env_error" in t.info for t in trajs)),
         "staleness/mean": statistics.fmean(staleness) if staleness else 0.0,
         "staleness/max": float(max(staleness, default=0)),
+    }
+
+
+def logp_mismatch(logp_B_T: torch.Tensor, rollout_logp_B_T: torch.Tensor, mask_B_T: torch.Tensor) -> dict:
+    """How far the learner's log-probs are from the engine's on the action tokens: the mean and
+    max of |log pi_learner - log pi_engine| (the |log r| of the DIS band, r = pi_learner /
+    pi_engine). It holds the engine's numerics (e.g. bf16 sampling against a float32 learner)
+    and, for tokens sampled by an older policy version, that policy's change since; in sync
+    mode with `weight_sync_every` 1 every token is fresh and it is numerics alone."""
+    gap_B_T = (logp_B_T.detach() - rollout_logp_B_T).abs() * mask_B_T  # [B, T]
+    n = mask_B_T.sum()
+    if n == 0:
+        return {"policy/logp_mismatch_mean": 0.0, "policy/logp_mismatch_max": 0.0}
+    return {
+        "policy/logp_mismatch_mean": float(gap_B_T.sum() / n),
+        "policy/logp_mismatch_max": float(gap_B_T.max()),
     }
 
 

@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass
 
 from envs.base import Message
-from envs.splits import ContentSplit
+from envs.splits import ContentSplit, Split
 from envs.swe.code_families import FAMILIES, Family
 from envs.swe.instance import SWEInstance
 from envs.swe.mutations import mutations, mutations_by_kind
@@ -296,16 +296,22 @@ def scripted_actions(bug: SyntheticBug, wrong: bool) -> list[str]:
     ]
 
 
+def demonstration_bug(rng: random.Random, index: int) -> SyntheticBug:
+    """The `index`-th bug of a demonstration set: a fresh bug of the train bucket of `SPLIT`
+    (so no held-out bug is ever demonstrated), numbered in the demonstrations' own ids."""
+    return SPLIT.draw_in(Split.TRAIN, lambda: make_bug(rng, f"synthetic-{index:06d}"), bug_content)
+
+
 def demonstrations(
     rng: random.Random, n: int, wrong_fix_rate: float = WRONG_FIX_RATE, **env_kwargs
 ) -> list[tuple[list[Message], float]]:
-    """`n` (conversation, reward) pairs of the scripted agent on fresh synthetic bugs;
-    `env_kwargs` go to `SweEnv` (e.g. `max_observation_chars`)."""
+    """`n` (conversation, reward) pairs of the scripted agent on fresh train-bucket synthetic
+    bugs (`demonstration_bug`); `env_kwargs` go to `SweEnv` (e.g. `max_observation_chars`)."""
 
     async def run_all():
         out = []
         for i in range(n):
-            bug = make_bug(rng, f"synthetic-{i:06d}")  # the demonstrations' own numbering
+            bug = demonstration_bug(rng, i)
             env = SweEnv(bug.instance, runtime_for([bug]), **env_kwargs)
             out.append(await play(env, scripted_actions(bug, wrong=rng.random() < wrong_fix_rate)))
         return out

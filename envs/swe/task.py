@@ -89,9 +89,9 @@ def checked_runtime(name: str, instances: list[SWEInstance]) -> Runtime:
 class SweTask(Task):
     """Issue -> patch with view/search/replace/run_tests/submit; reward 1 iff SWE-bench resolved.
 
-    Warm-start recipe (`demonstrations`): scripted episodes on SYNTHETIC one-line bugs
-    (`envs.swe.synthetic`), never on the swe-mini instances used for RL and evaluation;
-    a `wrong_fix_rate` share (default 0.2) of them submit a plausible wrong fix.
+    Warm-start recipe (`demonstrations`): scripted episodes on SYNTHETIC one-line bugs of the
+    train bucket of `synthetic.SPLIT` (`envs.swe.synthetic`), never on the swe-mini instances
+    used for RL and evaluation nor on a held-out swe-synth bug; a `wrong_fix_rate` share (default 0.2) of them submit a plausible wrong fix.
 
     Splits: swe-synth partitions its bugs by content (`synthetic.SPLIT`): training draws only
     train-bucket bugs, the `swe-synth` benchmark's come from the test bucket. swe-mini (33
@@ -109,6 +109,7 @@ class SweTask(Task):
     max_turns = 8
     stop = (TOOL_STOP,)
     episode_only_args = ("dataset", "runtime", "data")
+    demonstrations_version = 2  # 2: bugs of the train bucket of `synthetic.SPLIT` only
 
     @classmethod
     def benchmark_name(cls, task_args: dict[str, Any]) -> str:

@@ -23,6 +23,8 @@ from results.comparison import Comparison, load
 from results.files import named
 from results.report import tables as T
 from results.report.claims import claim_pairs
+from results.report.compute_curves import CAPTION as CURVES
+from results.report.compute_curves import compute_curve_table
 from results.report.differences import differences
 from results.report.drift import DRIFT_SCORE, drift_matrices, drift_phase_table, drift_segments
 from results.report.render import write_table
@@ -33,6 +35,7 @@ from results.report.score_matrix import (
     read_score_matrix,
     write_score_matrix,
 )
+from results.report.stability import RULE, stability_table
 from results.tables import format_table
 
 FORMATS = ("md", "csv", "tex", "html")
@@ -173,7 +176,8 @@ def _sections(comparison, scores, diffs, baseline, n_boot, drift) -> dict[str, t
         ),
         "budget": (
             "Budget and consumption",
-            f"{_budget_line(comparison)}; what each arm consumed: mean [min, max] over its runs",
+            f"{_budget_line(comparison)}; what each arm consumed: mean [min, max] over its runs; model "
+            "FLOPs of generation, learner and critic (bench.train.compute); policy updates per batch",
             T.budget_table(comparison),
         ),
         "runs": (
@@ -181,10 +185,17 @@ def _sections(comparison, scores, diffs, baseline, n_boot, drift) -> dict[str, t
             "Every run: outcome, what stopped it, reward collapse, consumption, evaluated checkpoint",
             T.runs_table(comparison),
         ),
+        "stability": ("Stability", RULE, stability_table(comparison)),
+        "compute_curves": (
+            "Compute-performance curves",
+            CURVES,
+            compute_curve_table(comparison, min(n_boot, 1000)),
+        ),
         "tuning": (
             "Tuning",
             "How each arm's parameters were chosen: shared defaults, or the best trial of a sweep "
-            "with the same trials and budget for every arm, the comparison on fresh seeds",
+            "with the same trials and budget for every arm, the comparison on fresh seeds; parameters "
+            "that could not act in the sweep's runs (the PPO clip at one policy update per batch) are left out",
             T.tuning_table(comparison),
         ),
     }

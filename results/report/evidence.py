@@ -2,7 +2,8 @@
 benchmark), for the verdict table: the two intervals at any confidence, p-values, seed spreads.
 
 A reference directory (written by `bench report`) holds `tables/scores.csv`,
-`tables/differences.csv`, `tables/per_seed.csv` and, from issue 36 on, `score_matrix.csv`.
+`tables/differences.csv`, `tables/per_seed.csv`, `tables/runs.csv` (each run's consumption: the
+claim's compute comparison) and, from issue 36 on, `score_matrix.csv`.
 What each statistic is computed from, best source first:
 
 - `score_matrix.csv`: every cell; both intervals exact at any confidence (the bootstrap with the
@@ -119,14 +120,39 @@ def _bound_p(seeds: tuple[float, ...] | None, score: pd.Series) -> float:
 
 
 def budget_and_tuning(provenance: Path) -> str:
-    """ "trajectories=32000, shared defaults" or "..., tuned: 20 trials/arm" from a report's provenance."""
+    """ "trajectories=32000, shared defaults", "..., tuned: 20 trials/arm" or "..., arms' own settings
+    (arms file)" (an arms file carrying, e.g., a sweep's best parameters) from a report's provenance."""
     specs = read_json(provenance).get("specs", []) if provenance.exists() else []
     if not specs:
         return "-"
     budget = specs[0].get("budget", {})
     tuning = specs[0].get("tuning")
-    tuned = f"tuned: {tuning['trials_per_arm']} trials/arm" if tuning else "shared defaults"
+    own = any(arm.get("algo_args") or arm.get("run_args") for arm in specs[0].get("arms", []))
+    tuned = "arms' own settings (arms file)" if own else "shared defaults"
+    tuned = f"tuned: {tuning['trials_per_arm']} trials/arm" if tuning else tuned
     return f"{budget.get('kind')}={budget.get('amount')}, {tuned}"
+
+
+def compute_comparison(runs: pd.DataFrame, arm: str, other: str) -> str:
+    """How `arm`'s compute compares with `other`'s in a reference's runs table (means over their
+    runs): "sao: 2.9x grpo+dis's FLOPs, 3.8x its wall time"; "sao: FLOPs not counted, 2.3x grpo's
+    wall time" where either arm's runs lack them (references from before FLOPs were counted)."""
+    if runs.empty or "arm" not in runs:
+        return "-"
+
+    def mean(name: str, column: str) -> float:
+        if column not in runs:
+            return math.nan
+        values = pd.to_numeric(runs.loc[runs["arm"] == name, column], errors="coerce").dropna()
+        return float(values.mean()) if len(values) and (values > 0).all() else math.nan
+
+    flops = mean(arm, "flops") / mean(other, "flops")
+    wall = mean(arm, "elapsed_s") / mean(other, "elapsed_s")
+    parts = ["FLOPs not counted" if math.isnan(flops) else f"{flops:.2g}x {other}'s FLOPs"]
+    if not math.isnan(wall):
+        whose = "its" if not math.isnan(flops) else f"{other}'s"
+        parts.append(f"{wall:.2g}x {whose} wall time")
+    return f"{arm}: " + ", ".join(parts)
 
 
 class Reference:
@@ -138,6 +164,7 @@ class Reference:
         self.scores = _csv(path / "tables" / "scores.csv")
         self.diffs = _csv(path / "tables" / "differences.csv")
         self.per_seed = _csv(path / "tables" / "per_seed.csv")
+        self.runs = _csv(path / "tables" / "runs.csv")
         matrix = path / SCORE_MATRIX_FILE
         self.matrices = read_score_matrix(matrix)[0] if matrix.exists() else {}
         self.budget_and_tuning = budget_and_tuning(path / "provenance.json")

@@ -13,6 +13,8 @@
 | fig5a_drift_reward, fig5b_drift_label_share | Fig. 5 | drift/phase, reward/mean, reward/style               |
 | length_truncation                        | -       | rollout/action_tokens_mean, rollout/truncated_frac     |
 | staleness_histogram                      | -       | timeline.jsonl (else staleness/mean)                   |
+| stability_survival                       | -       | reward/mean per step, outcome (`results.collapse`)     |
+| compute_curves_<bench>                   | -       | eval/<bench>/avg_at_k at steps 0.., budget/flops       |
 
 Every function returns the `Figure`s it wrote, or [] when the data is missing. Curves are
 means over seeds with a min-max band (`results.report.plotting`).
@@ -26,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from results.comparison import Comparison
+from results.report.compute_curves import compute_curve_figures
 from results.report.figures_runs import rollout_timeline, staleness_histogram
 from results.report.figures_training import (
     clip_ratio,
@@ -35,6 +38,7 @@ from results.report.figures_training import (
     length_figure,
 )
 from results.report.plotting import Figure, arm_colors, legend, new_figure, ordered_arms, save
+from results.report.stability import survival_figure
 
 __all__ = ["Figure", "final_scores_figure", "write_figures"]
 
@@ -56,6 +60,8 @@ def write_figures(
         drift_figures,
         length_figure,
         staleness_histogram,
+        survival_figure,
+        compute_curve_figures,
     ):
         figures += make(comparison, out_dir)
     return figures

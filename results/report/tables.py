@@ -87,7 +87,9 @@ def aggregate(comparison: Comparison, n_boot: int = 10000) -> pd.DataFrame:
 
 
 def budget_table(comparison: Comparison) -> pd.DataFrame:
-    """What each arm consumed (mean over its runs, min-max in brackets) and its runs' states."""
+    """What each arm consumed (mean over its runs, min-max in brackets): steps, trajectories,
+    tokens, model FLOPs ("not counted" for runs from before they were), wall time, the critic's
+    share of learner time and of the FLOPs; its policy updates per batch and its runs' states."""
     runs = comparison.runs
     rows = []
     for arm in comparison.arms:
@@ -96,18 +98,39 @@ def budget_table(comparison: Comparison) -> pd.DataFrame:
             "arm": arm,
             "runs": len(group),
             "states": ", ".join(f"{n} {s}" for s, n in group["state"].value_counts().items()),
+            "updates per batch": _distinct(group.get("updates_per_batch")),
         }
-        for column, label in (
-            ("steps", "policy steps"),
-            ("trajectories", "trajectories"),
-            ("generated_tokens", "generated tokens"),
-            ("elapsed_s", "wall s"),
-            ("critic_share", "critic share of learner time"),
+        flops = _numbers(group, "flops")
+        for label, values, fmt in (
+            ("policy steps", _numbers(group, "steps"), _COUNT),
+            ("trajectories", _numbers(group, "trajectories"), _COUNT),
+            ("generated tokens", _numbers(group, "generated_tokens"), _COUNT),
+            ("model FLOPs", flops, _SCIENTIFIC),
+            ("wall s", _numbers(group, "elapsed_s"), _COUNT),
+            ("critic share of learner time", _numbers(group, "critic_share"), _PERCENT),
+            ("critic share of FLOPs", _numbers(group, "critic_flops", over="flops"), _PERCENT),
         ):
-            values = pd.to_numeric(group.get(column), errors="coerce").dropna() if column in group else []
-            row[label] = _mean_range(values, percent=column == "critic_share")
+            row[label] = _mean_range(values, fmt)
+        if not len(flops):
+            row["model FLOPs"] = row["critic share of FLOPs"] = "not counted"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _numbers(group: pd.DataFrame, column: str, over: str | None = None) -> pd.Series:
+    """The column's numbers of an arm's runs (`over`: divided by that column's), missing ones dropped."""
+    if column not in group or (over is not None and over not in group):
+        return pd.Series(dtype=float)
+    values = pd.to_numeric(group[column], errors="coerce")
+    if over is not None:
+        values = values / pd.to_numeric(group[over], errors="coerce")
+    return values.dropna()
+
+
+def _distinct(values: pd.Series | None) -> str:
+    """The distinct values of a setting across an arm's runs ("1", or "1, 4" where they differ)."""
+    found = [] if values is None else sorted({int(v) for v in values.dropna()})
+    return ", ".join(map(str, found)) if found else "-"
 
 
 def tuning_table(comparison: Comparison) -> pd.DataFrame:
@@ -115,6 +138,7 @@ def tuning_table(comparison: Comparison) -> pd.DataFrame:
     best trial (`bench compare --params-from-sweep`) with the tuning budget every arm was
     given, or, for run directories given alone, as each run was configured."""
     tuning_of = {arm["name"]: spec.get("tuning") for spec in comparison.specs for arm in spec.get("arms", [])}
+    own = {arm["name"]: _own_settings(arm) for spec in comparison.specs for arm in spec.get("arms", [])}
     rows = []
     for name in comparison.arms:
         row = {
@@ -128,6 +152,8 @@ def tuning_table(comparison: Comparison) -> pd.DataFrame:
         tuning = tuning_of.get(name)
         if name not in tuning_of:
             row["tuning"] = "as each run was configured (not from a comparison)"
+        elif not tuning and own.get(name):  # an arms file's settings, e.g. carried over from a sweep
+            row.update({"tuning": "the arms file's settings", "parameters": own[name]})
         elif tuning:
             kind, amount = tuning["budget"]
             best = tuning["best"].get(name, {})
@@ -147,18 +173,32 @@ def tuning_table(comparison: Comparison) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _mean_range(values, percent: bool = False) -> str:
+def _own_settings(arm: dict) -> str:
+    """An arm's own settings in its spec (an arms file's `algo_args` and `set`), as `key=value`s."""
+    values = {f"algo.{k}": v for k, v in (arm.get("algo_args") or {}).items()} | dict(
+        arm.get("run_args") or {}
+    )
+    return ", ".join(
+        f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(values.items())
+    )
+
+
+_COUNT, _SCIENTIFIC, _PERCENT = "{:,.0f}", "{:.3g}", "{:.0%}"
+"""Number formats of the budget table: counts, FLOPs, shares."""
+
+
+def _mean_range(values, fmt: str = _COUNT) -> str:
+    """mean [min, max] of `values` in `fmt` ("-" for none; the mean alone where all are equal)."""
     if len(values) == 0:
         return "-"
-    scale, fmt = (100, "{:.0f}%") if percent else (1, "{:,.0f}")
-    mean, lo, hi = (scale * float(v) for v in (np.mean(values), np.min(values), np.max(values)))
-    return fmt.format(mean) + ("" if lo == hi else f" [{fmt.format(lo)}, {fmt.format(hi)}]")
+    lo, hi = float(np.min(values)), float(np.max(values))
+    return fmt.format(float(np.mean(values))) + ("" if lo == hi else f" [{fmt.format(lo)}, {fmt.format(hi)}]")
 
 
 def runs_table(comparison: Comparison) -> pd.DataFrame:
     """Every run: state, how it ended and what stopped it (as the run recorded them), whether
-    its reward collapsed (`results.comparison.reward_collapsed`), steps, trajectories, tokens,
-    wall time, the evaluated checkpoint, and the reason of a failure or stop."""
+    and at which step it collapsed (`results.collapse`), steps, trajectories, tokens,
+    model FLOPs, wall time, the evaluated checkpoint, and the reason of a failure or stop."""
     columns = [
         "run",
         "arm",
@@ -167,9 +207,11 @@ def runs_table(comparison: Comparison) -> pd.DataFrame:
         "outcome",
         "stopped_by",
         "collapsed",
+        "collapse_step",
         "steps",
         "trajectories",
         "generated_tokens",
+        "flops",
         "elapsed_s",
         "selected",
         "detail",

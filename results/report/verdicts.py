@@ -38,7 +38,7 @@ from benchmarks.multiplicity import holm, holm_levels
 from benchmarks.run_stats import Direction, format_p, p_floor
 from results.report.claims import CLAIMS, Claim, paper_text
 from results.report.differences import both_intervals_verdict, row_mde
-from results.report.evidence import Evidence, Reference
+from results.report.evidence import Evidence, Reference, compute_comparison
 from results.report.render import to_markdown
 
 VERDICTS_FILE = "VERDICTS.md"
@@ -64,6 +64,7 @@ class Verdict:
     claim: Claim
     evidence: Evidence | None
     budget: str
+    compute: str  # how the arms' compute compares at the matched budget (`compute_comparison`)
     level: float  # the two-sided alpha of its intervals
     p: float  # max(bootstrap p, seed-level p); NaN without both
     p_adjusted: float | None  # Holm over the primary family; None for exploratory rows
@@ -104,8 +105,23 @@ def assess(root: Path) -> list[Verdict]:
             mde_alpha = ALPHA / len(family) if i in levels else ALPHA
             mde = row_mde(w95["se"], w95["df"], *ev.boot, alpha=mde_alpha)
         finding = _finding(ev, boot, welch, adjusted.get(i))
-        budget = references[claim.reference].budget_and_tuning
-        out.append(Verdict(claim, ev, budget, level, p[i], adjusted.get(i), boot, welch, mde, finding))
+        ref = references[claim.reference]
+        compute = compute_comparison(ref.runs, claim.arm, claim.other)
+        out.append(
+            Verdict(
+                claim,
+                ev,
+                ref.budget_and_tuning,
+                compute,
+                level,
+                p[i],
+                adjusted.get(i),
+                boot,
+                welch,
+                mde,
+                finding,
+            )
+        )
     return out
 
 
@@ -213,6 +229,7 @@ def verdict_rows(root: Path, link_prefix: str = "") -> list[dict[str, str]]:
                     "seeds": f"{ev.n_seeds[0]} vs {ev.n_seeds[1]}",
                     "seeds beyond noise": _seed_spread(v),
                     "budget, tuning": v.budget,
+                    "compute": v.compute,
                     "figure": f"[{claim.figure}]({link_prefix}{claim.reference}/figures/{claim.figure})",
                 }
             )
@@ -236,6 +253,7 @@ _FULL_COLUMNS = (
     "seeds",
     "seeds beyond noise",
     "budget, tuning",
+    "compute",
     "verdict",
     "figure",
 )
@@ -303,6 +321,8 @@ How a row is judged (`results/report/verdicts.py`):
   Both go once the references are re-run (their `score_matrix.csv` then gives exact intervals).
   "needs the re-run": the reference committed no per-seed scores for this benchmark.
 - p-values at the bootstrap's floor print as "< 1/n_boot".
+- compute: at a matched trajectory budget, the arm's model FLOPs and wall time as multiples of
+  the other arm's (means over runs); "FLOPs not counted" for references made before they were.
 """
 
 

@@ -87,8 +87,10 @@ def test_a_sweep_runs_every_trial_once_and_reports(base_checkpoint, tmp_path):
     done = _assert_every_slot_done_once(out, 4)
     first = next(t for t in done if t.user_attrs["run"] == "trial-000")
     assert (
-        first.params["policy_lr"] == pytest.approx(1e-4) and first.params["algo.clip_eps_high"] == 0.2
+        first.params["policy_lr"] == pytest.approx(1e-4) and first.params["algo.beta"] == 0.0
     )  # the defaults
+    # issue 36: grpo's PPO clip cannot act at one policy update per batch, so it is not searched
+    assert not {"algo.clip_eps_low", "algo.clip_eps_high"} & set(first.params)
     run_dir = out / "grpo" / "trial-001-s0"
     config = json.loads((run_dir / "config.json").read_text())
     params = next(t for t in done if t.user_attrs["run"] == "trial-001").params

@@ -158,3 +158,27 @@ def test_a_run_builds_its_algorithm_and_its_task_once(base_checkpoint, tmp_path,
         monkeypatch.setattr(cls, "__init__", counting)
     run, summary = _run(_config("grpo", base_checkpoint, steps=1), tmp_path)
     assert summary["outcome"] == "finished" and built == {"algorithm": 1, "task": 1}
+
+
+def test_the_off_policy_regime_bf16_sampling_and_a_weight_sync_cadence(base_checkpoint, tmp_path):
+    """engine_dtype=bfloat16 against the float32 learner, weights pushed every 3 policy versions:
+    in sync mode step s trains on rollouts of version 3 * floor((s - 1) / 3), lags 0, 1, 2, 0, 1, 2
+    (timeline.jsonl); at lag 0 the log-prob mismatch is the engine's numerics alone, far above
+    a float32 engine's."""
+    import json
+
+    regime = {"engine_dtype": "bfloat16", "weight_sync_every": 3, "max_new_tokens": 16}
+    run, _ = _run(_config("grpo", base_checkpoint, steps=6, **regime), tmp_path / "bf16")
+    timeline = run.read_timeline()  # each trajectory's [start, finish, oldest, newest version, ...]
+    lags = [{line["learner_version"] - v for t in line["trajs"] for v in t[2:4]} for line in timeline]
+    assert lags == [{0}, {1}, {2}, {0}, {1}, {2}]
+    metrics = run.read_metrics()
+    assert [m["staleness/max"] for m in metrics] == [0.0, 1.0, 2.0, 0.0, 1.0, 2.0]
+    config = json.loads((run.path / "config.json").read_text())
+    assert (config["engine_dtype"], config["weight_sync_every"]) == ("bfloat16", 3)
+    assert json.loads((run.path / "env.json").read_text())["engine"]["dtype"] == "torch.bfloat16"
+    fp32, _ = _run(_config("grpo", base_checkpoint, steps=1, max_new_tokens=16), tmp_path / "fp32")
+    (fresh,) = fp32.read_metrics()
+    assert fresh["policy/logp_mismatch_max"] < 1e-4
+    assert metrics[0]["policy/logp_mismatch_mean"] > 100 * fresh["policy/logp_mismatch_mean"]
+    assert metrics[0]["policy/logp_mismatch_mean"] > 1e-4

@@ -8,12 +8,18 @@ from bench.train.budget import Consumption, stop_reason
 
 
 def _config(**budgets):
-    base = {"steps": 100, "max_trajectories": None, "max_tokens": None, "max_minutes": None}
+    base = {
+        "steps": 100,
+        "max_trajectories": None,
+        "max_tokens": None,
+        "max_flops": None,
+        "max_minutes": None,
+    }
     return SimpleNamespace(**{**base, **budgets})
 
 
-def _consumed(trajectories=0, tokens=0, seconds=0.0) -> Consumption:
-    return Consumption(trajectories=trajectories, generated_tokens=tokens, elapsed_s=seconds)
+def _consumed(trajectories=0, tokens=0, seconds=0.0, flops=0) -> Consumption:
+    return Consumption(trajectories=trajectories, generated_tokens=tokens, elapsed_s=seconds, flops=flops)
 
 
 def test_each_budget_stops_at_its_own_count():
@@ -23,6 +29,8 @@ def test_each_budget_stops_at_its_own_count():
     assert stop_reason(_config(max_trajectories=128), 2, _consumed(trajectories=128)) == "trajectories"
     assert stop_reason(_config(max_tokens=1000), 5, _consumed(tokens=999)) is None
     assert stop_reason(_config(max_tokens=1000), 5, _consumed(tokens=1001)) == "tokens"
+    assert stop_reason(_config(max_flops=10**15), 5, _consumed(flops=10**15 - 1)) is None
+    assert stop_reason(_config(max_flops=10**15), 5, _consumed(flops=10**15)) == "flops"
     assert stop_reason(_config(max_minutes=0.5), 5, _consumed(seconds=29.9)) is None
     assert stop_reason(_config(max_minutes=0.5), 5, _consumed(seconds=30.0)) == "minutes"
     # several spent at once: the first of STOP_REASONS
@@ -35,6 +43,9 @@ def test_steps_add_up_and_the_critic_share_is_of_learner_time():
         "budget/step_trajectories": 64.0,
         "budget/step_generated_trajectories": 72.0,
         "budget/step_generated_tokens": 2000.0,
+        "budget/step_flops": 3e12,
+        "budget/step_generation_flops": 1e12,
+        "budget/step_critic_flops": 1.5e12,
         "time/learner_s": 0.4,
         "time/critic_s": 0.1,
     }
@@ -43,6 +54,7 @@ def test_steps_add_up_and_the_critic_share_is_of_learner_time():
     assert (c.trajectories, c.generated_trajectories, c.generated_tokens) == (128, 144, 4000)
     assert c.elapsed_s == 2.0 and abs(c.as_dict()["critic_share_of_learner_time"] - 0.25) < 1e-12
     assert c.as_metrics()["budget/generated_tokens"] == 4000.0
+    assert (c.flops, c.generation_flops, c.critic_flops) == (6 * 10**12, 2 * 10**12, 3 * 10**12)
 
 
 def test_consumption_round_trips_through_a_checkpoint(tmp_path):
@@ -50,6 +62,9 @@ def test_consumption_round_trips_through_a_checkpoint(tmp_path):
         trajectories=64,
         generated_trajectories=70,
         generated_tokens=999,
+        flops=12345678901234567,
+        generation_flops=1000,
+        critic_flops=2000,
         elapsed_s=12.5,
         learner_s=3.0,
         critic_s=1.0,

@@ -12,7 +12,7 @@ import pytest
 from bench.engines.base import Completion, SamplingParams
 from bench.rollout.episode import Trajectory, run_episode
 from bench.rollout.producer import Group
-from bench.train import loop
+from bench.train import collect
 from envs.base import Env, StepResult
 
 
@@ -103,15 +103,15 @@ def _learner():
 def test_a_group_with_an_engine_failure_is_run_again_not_trained_on():
     producer = _Producer([_group(0, ["eos", "abort"]), _group(1, ["eos", "length"])])
     config = SimpleNamespace(trajectories_per_step=2, stale_policy="drop")
-    got = loop.collect_batch(producer, _learner(), config, max_staleness=4)
+    got = collect.collect_batch(producer, _learner(), config, max_staleness=4)
     assert [g.group_id for g in got.groups] == [1]
     assert producer.requeued == ["problem-0"] and producer.released == 2
     assert got.engine_failed == 2 and got.generated()[0] == 4  # the failed group was generated
 
 
 def test_an_engine_that_fails_every_request_stops_the_run(monkeypatch):
-    monkeypatch.setattr(loop, "MAX_REJECTED_IN_A_ROW", 3)
+    monkeypatch.setattr(collect, "MAX_REJECTED_IN_A_ROW", 3)
     producer = _Producer([_group(i, ["error"]) for i in range(3)])
     config = SimpleNamespace(trajectories_per_step=1, stale_policy="drop")
     with pytest.raises(RuntimeError, match="aborted or failed a request in 3 groups in a row"):
-        loop.collect_batch(producer, _learner(), config, max_staleness=4)
+        collect.collect_batch(producer, _learner(), config, max_staleness=4)

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from bench.errors import RunStopped, RunTerminated
+from bench.train.collect import RolloutStarved
 from bench.train.learner import TrainingDiverged
-from bench.train.loop import RolloutStarved
 from bench.train.outcome import ending, recorded_outcome, terminate_raises
 from results.rundir import RunDir, RunOutcome
 

@@ -12,7 +12,8 @@ from bench.models.cache import base_checkpoint_path
 from bench.models.chat import render_transcript
 from bench.models.tokenizer import MODEL_MAX_LENGTH, build_tiny_tokenizer
 from envs import registry as task_registry
-from envs.agent import AgentEnv, AgentTask, parse_prompt, sample_latency, scripted_episode
+from envs.agent import SPLIT, AgentEnv, AgentTask, parse_prompt, sample_latency, scripted_episode
+from envs.agent import _content as agent_content
 from envs.base import Problem
 from envs.splits import Split
 from envs.tools import TOOL_STOP
@@ -271,3 +272,18 @@ def test_a_long_training_stream_never_draws_a_held_out_problem():
     assert len(test) > 190 and len(validation) > 190  # a rare repeat: 105,300 two-variable problems
     assert task.eval_problems(3)[0].key == "agent-eval0-000000"
     assert task.eval_problems(3, split=Split.VALIDATION)[0].key == "agent-val0-000000"
+
+
+def test_no_demonstration_is_a_held_out_problem(monkeypatch):
+    # the agent demonstrations play `sample_problem`'s draws: train-bucket problems only
+    task = AgentTask()
+    played = []
+    draw = task.sample_problem
+    monkeypatch.setattr(task, "sample_problem", lambda rng: played.append(draw(rng)) or played[-1])
+    task.demonstrations(random.Random(0), 300)
+    assert len(played) == 300
+    held_out = {_content(p) for p in task.eval_problems(200)} | {
+        _content(p) for p in task.eval_problems(200, split=Split.VALIDATION)
+    }
+    assert not {_content(p) for p in played} & held_out
+    assert {SPLIT.of(agent_content(p)) for p in played} == {Split.TRAIN}

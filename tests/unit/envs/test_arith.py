@@ -205,3 +205,16 @@ def test_held_out_sets_keep_the_task_s_mix_of_lengths():
     assert abs(trained[2] / 20_000 - 0.35) < 0.01
     with pytest.raises(ValueError, match="unknown held-out split 'train'; choose one of test, validation"):
         ArithTask().eval_problems(5, split="train")
+
+
+@pytest.mark.parametrize("task", [ArithTask(), task_registry.make("drift")], ids=["arith", "drift"])
+def test_no_demonstration_is_a_test_or_validation_chain(task):
+    # the base checkpoints are cloned from these: a held-out chain among them would be seen in
+    # warm-start (demonstrations_version 1 drew from the whole space: 30% of them were held out)
+    demos = task.demonstrations(random.Random(0), 3000)
+    chains = [demo[0]["content"].removesuffix("=?\n") for demo in demos]
+    assert {SPLIT.of(chain) for chain in chains} == {Split.TRAIN}
+    test = {p.prompt for p in ArithTask().eval_problems(1000)}
+    validation = {p.prompt for p in ArithTask().eval_problems(200, split=Split.VALIDATION)}
+    assert not {demo[0]["content"] for demo in demos} & (test | validation)
+    assert task.demonstrations_version == 2

@@ -177,3 +177,17 @@ def test_a_training_stream_never_draws_a_held_out_bug():
 def test_the_fixed_swe_datasets_hold_out_no_validation_split():
     with pytest.raises(ValueError, match="holds out a test split only"):
         SweTask(dataset="swe-mini").eval_problems(3, split=Split.VALIDATION)
+
+
+def test_no_demonstration_is_a_held_out_bug(monkeypatch):
+    rng = random.Random(0)
+    bugs = [synthetic.demonstration_bug(rng, i) for i in range(300)]
+    assert {synthetic.SPLIT.of(synthetic.bug_content(b)) for b in bugs} == {Split.TRAIN}
+    # the demonstrations play exactly such bugs (the issue opens each conversation)
+    drawn = []
+    draw = synthetic.demonstration_bug
+    monkeypatch.setattr(synthetic, "demonstration_bug", lambda r, i: drawn.append(draw(r, i)) or drawn[-1])
+    played = synthetic.demonstrations(random.Random(0), 5)
+    assert [b.instance.problem_statement in m[1]["content"] for b, (m, _) in zip(drawn, played)] == [True] * 5
+    assert {synthetic.SPLIT.of(synthetic.bug_content(b)) for b in drawn} == {Split.TRAIN}
+    assert SweTask.demonstrations_version == 2

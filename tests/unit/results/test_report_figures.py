@@ -20,6 +20,7 @@ from results.report.figures_training import (
     length_figure,
 )
 from results.report.plotting import band_by_step, band_on_grid
+from results.report.stability import survival_figure
 
 from .synthetic_runs import final_scores_frame
 
@@ -31,6 +32,7 @@ FUNCTIONS = {
     length_figure: ["length_truncation"],
     staleness_histogram: ["staleness_histogram"],
     rollout_timeline: ["fig2_rollout_timeline"],
+    survival_figure: ["stability_survival"],  # issue 36: runs not collapsed by step
 }
 
 
@@ -49,10 +51,20 @@ def test_each_figure_writes_png_and_svg_when_the_runs_have_its_data(make, synthe
         assert figure.png.parent == tmp_path and figure.png.stem == figure.key == figure.svg.stem
 
 
-@pytest.mark.parametrize("make", list(FUNCTIONS), ids=lambda f: f.__name__)
+# the survival figure needs only the reward the bare runs log: it is drawn for them
+@pytest.mark.parametrize("make", [f for f in FUNCTIONS if f is not survival_figure], ids=lambda f: f.__name__)
 def test_each_figure_returns_nothing_when_the_runs_lack_its_data(make, bare_dir, tmp_path):
     figures = make(load([bare_dir]), tmp_path / "figs")
     assert figures == [] and not (tmp_path / "figs").exists()
+
+
+def test_the_survival_figure_needs_runs_that_trained(tmp_path):
+    out = tmp_path / "cmp"
+    out.mkdir()
+    (out / "comparison.json").write_text(
+        json.dumps({"arms": [{"name": "grpo"}], "seeds": [0], "task": "arith"})
+    )
+    assert survival_figure(load([out]), tmp_path / "figs") == [] and not (tmp_path / "figs").exists()
 
 
 def test_without_a_timeline_the_staleness_histogram_falls_back_to_the_per_step_means(tmp_path):

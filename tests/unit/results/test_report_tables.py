@@ -51,6 +51,9 @@ def _run(out: Path, arm: str, seed: int, correct, state: str = "finished") -> No
                     "elapsed_s": 10.0,
                     "learner_s": 4.0,
                     "critic_s": 1.0 if arm == "sao" else 0.0,
+                    # model FLOPs (0: not counted, as in runs from before they were)
+                    "flops": {"sao": 3 * 10**12, "grpo": 10**12}.get(arm, 0),
+                    "critic_flops": 10**12 if arm == "sao" else 0,
                 },
             }
         )
@@ -164,6 +167,12 @@ def test_failed_and_pending_runs_are_kept_in_the_tables(comparison_dir):
         and budget.loc["sao", "critic share of learner time"] == "25%"
     )
     assert budget.loc["ppo", "states"] == "1 failed, 1 pending"
+    assert (budget.loc["sao", "model FLOPs"], budget.loc["grpo", "model FLOPs"]) == ("3e+12", "1e+12")
+    assert (
+        budget.loc["sao", "critic share of FLOPs"] == "33%"
+        and budget.loc["grpo", "critic share of FLOPs"] == "0%"
+    )
+    assert budget.loc["ppo", "model FLOPs"] == "not counted" and budget.loc["sao", "updates per batch"] == "1"
 
 
 def test_every_run_says_how_it_ended_as_it_recorded_it(comparison_dir, tmp_path):
@@ -263,15 +272,6 @@ def test_the_tuning_table_says_how_each_arm_was_chosen(comparison_dir, tmp_path)
     assert by_arm.loc["dapo", "tuning"].startswith("as each run was configured")
 
 
-def test_a_reward_collapse_is_flagged():
-    from results.comparison import reward_collapsed
-
-    rising = [0.2 + 0.01 * i for i in range(60)]
-    assert not reward_collapsed(rising)
-    assert reward_collapsed(rising[:40] + [0.05] * 20)  # the paper's vanilla-GRPO signature
-    assert not reward_collapsed([0.5] * 8)  # too short to tell
-
-
 def test_the_drift_table_averages_each_phase_stretch_over_seeds(tmp_path):
     styles = {
         0: [[0.2, 0.4, 0.6, 0.8], [0.1, 0.3, 0.5, 0.7]],
@@ -312,3 +312,17 @@ def test_the_drift_table_averages_each_phase_stretch_over_seeds(tmp_path):
     )
     (dirs[0] / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward/mean": 0.5}) + "\n")
     assert drift_phase_table(drift_segments(load([dirs[0]]))).empty  # not a drifting task: no table
+
+
+def test_an_arms_file_s_own_settings_are_stated_as_such(comparison_dir):
+    # e.g. a sweep's best parameters carried over in an arms file (results/specs/table1-tuned.toml)
+    copy = comparison_dir
+    spec = json.loads((copy / "comparison.json").read_text())
+    for arm in spec["arms"]:
+        if arm["name"] == "sao":
+            arm.update(algo_args={"dis_eps_high": 1.9354506}, run_args={"policy_lr": 8.643e-05})
+    (copy / "comparison.json").write_text(json.dumps(spec))
+    by_arm = T.tuning_table(load([copy])).set_index("arm")
+    assert by_arm.loc["sao", "tuning"] == "the arms file's settings"
+    assert by_arm.loc["sao", "parameters"] == "algo.dis_eps_high=1.94, policy_lr=8.64e-05"
+    assert by_arm.loc["grpo", "tuning"] == "shared defaults"

@@ -216,3 +216,31 @@ def test_the_committed_readme_and_verdicts_match_the_reference_tables():
         "run: bench report --verdicts results/reference --readme README.md"
     )
     assert verdicts_markdown(root) in (root / "VERDICTS.md").read_text()
+
+
+def test_each_claim_says_how_the_arms_compute_compares(tmp_path):
+    from results.report.evidence import compute_comparison
+
+    runs = pd.DataFrame(
+        {
+            "arm": ["sao", "sao", "grpo+dis", "grpo+dis"],
+            "flops": [2.8e15, 3.0e15, 1.0e15, 1.0e15],  # means 2.9e15 and 1e15
+            "elapsed_s": [1400.0, 1560.0, 400.0, 400.0],  # 1480 and 400
+        }
+    )
+    assert compute_comparison(runs, "sao", "grpo+dis") == "sao: 2.9x grpo+dis's FLOPs, 3.7x its wall time"
+    old = runs.drop(columns="flops")  # a reference from before FLOPs were counted
+    assert compute_comparison(old, "sao", "grpo+dis") == "sao: FLOPs not counted, 3.7x grpo+dis's wall time"
+    zero = runs.assign(flops=[0.0, 0.0, 1e15, 1e15])  # a run that counted none: not counted either
+    assert compute_comparison(zero, "sao", "grpo+dis").startswith("sao: FLOPs not counted")
+    assert compute_comparison(pd.DataFrame(), "sao", "grpo") == "-"
+    # the full table's compute column, from each reference's runs.csv
+    seeds = {("sao", "arith"): [0.60, 0.62, 0.61], ("grpo", "arith"): [0.50, 0.51, 0.52]}
+    _reference(tmp_path, "arith-tuned", seeds, [("sao", "grpo", "arith", 0.1, 0.05, 0.15, 0.001)])
+    _reference(tmp_path, "arith", seeds, [("sao", "grpo", "arith", 0.1, 0.05, 0.15, 0.001)])
+    runs.assign(arm=["sao", "sao", "grpo", "grpo"]).to_csv(tmp_path / "arith-tuned" / "tables" / "runs.csv")
+    rows = _by_claim(tmp_path)
+    assert (
+        rows["Table 1, tuned: SAO > GRPO (math)"]["compute"] == "sao: 2.9x grpo's FLOPs, 3.7x its wall time"
+    )
+    assert rows["Table 1: SAO > GRPO (math)"]["compute"] == "-"  # that reference committed no runs table

@@ -79,7 +79,11 @@ def test_arms_of_two_sweeps_take_their_best_trials_under_current_names(tmp_path)
         "dis_eps_high": 0.2
     }
     assert by_name["grpo"].algo_args == {"clip_eps_high": 0.2}
-    assert tuning["best"]["grpo"]["params"] == {"policy_lr": pytest.approx(1e-4), "algo.clip_eps_high": 0.2}
+    # issue 36: at one policy update per batch grpo's clip cannot act: the arm keeps the trial's value,
+    # the tuning record shows only what could act
+    assert tuning["best"]["grpo"]["params"] == {"policy_lr": pytest.approx(1e-4)}
+    assert tuning["best"]["grpo"]["not_acting"] == ["algo.clip_eps_high"]
+    assert tuning["best"]["sao:dis-only"]["params"]["algo.dis_eps_high"] == 0.2
     assert tuning["best"]["sao:dis-only"]["trial"] == 2 and tuning["best"]["sao"]["value"] == pytest.approx(
         0.67
     )

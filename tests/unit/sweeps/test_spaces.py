@@ -294,3 +294,40 @@ def test_a_fill_cut_short_is_completed_by_the_next_start():
     trials = study.get_trials(deepcopy=False)
     assert [t.user_attrs["run"] for t in trials] == [f"trial-{i:03d}" for i in range(4)]
     assert [t.system_attrs.get("fixed_params") for t in trials] == [{"x": 1.0}, {}, {}, {}]
+
+
+def _sweep(arms, shared=None, space=None):
+    from sweeps.sweep import SweepSpec
+
+    return SweepSpec(
+        task="arith",
+        arms=tuple(arms),
+        trials=2,
+        objective="reward/final",
+        direction="maximize",
+        budget=("trajectories", 64),
+        seeds=(0,),
+        shared=shared or {},
+        space=space or {},
+    )
+
+
+def test_a_parameter_that_cannot_act_is_not_searched():
+    # one policy update per batch: the ratio to the old policy is 1, the PPO clip never binds;
+    # which fields cannot act is the algorithm's word (`inactive_fields`), not a list here
+    from bench.commands.sweep import resolve_spaces
+
+    arms = [Arm("grpo", "grpo"), Arm("dapo", "dapo"), Arm("ppo", "ppo"), Arm("ppo:vapo", "ppo", "vapo")]
+    arms.append(Arm("grpo+dis", "grpo", "dis"))
+    one, _ = resolve_spaces(_sweep(arms), TINY)
+    names = {arm: {p.name for p in space.params} for arm, space in one.items()}
+    assert not {"algo.clip_eps_low", "algo.clip_eps_high"} & set().union(*names.values())
+    assert "algo.alpha" not in names["ppo"] and "algo.alpha" in names["ppo:vapo"]
+    assert {"algo.dis_eps_low", "algo.dis_eps_high"} <= names["grpo+dis"]
+    four, _ = resolve_spaces(_sweep(arms, {"minibatches": 4}), TINY)
+    for arm in ("grpo", "dapo", "ppo"):
+        assert {"algo.clip_eps_low", "algo.clip_eps_high"} <= {p.name for p in four[arm].params}
+    clip = {"algo.clip_eps_high": {"type": "float", "low": 0.2, "high": 0.3}}
+    with pytest.raises(SpaceError, match="algo.clip_eps_high: cannot act for grpo here: it acts only with"):
+        resolve_spaces(_sweep([Arm("grpo", "grpo")], space=clip), TINY)
+    resolve_spaces(_sweep([Arm("grpo", "grpo")], {"minibatches": 2}, clip), TINY)

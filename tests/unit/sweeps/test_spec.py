@@ -4,6 +4,7 @@ written before the specs shared a base class)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -63,14 +64,29 @@ def test_arms_from_a_toml_file(tmp_path):
         ("trajectories=1280", ("trajectories", 1280)),
         ("tokens=5e5", ("tokens", 500000)),
         ("minutes=2.5", ("minutes", 2.5)),
+        ("flops=1e15", ("flops", 10**15)),
+        # read exactly: through a float, 3.217e16 and 12345678901234567 would not stay whole numbers
+        ("flops=3.217e16", ("flops", 32_170_000_000_000_000)),
+        ("flops=12345678901234567", ("flops", 12_345_678_901_234_567)),
     ],
 )
 def test_budgets(text, expected):
     assert parse_budget(text) == expected
+    assert type(parse_budget(text).amount) is type(expected[1])
 
 
 @pytest.mark.parametrize(
-    "text", ["steps=10", "trajectories", "trajectories=-1", "tokens=1.5", "minutes=nan", "x=1"]
+    "text",
+    [
+        "steps=10",
+        "trajectories",
+        "trajectories=-1",
+        "tokens=1.5",
+        "minutes=nan",
+        "x=1",
+        "flops=1.5e0",
+        "flops=inf",
+    ],
 )
 def test_bad_budgets_name_the_valid_kinds_or_the_problem(text):
     with pytest.raises(ExperimentError, match="--budget"):
@@ -141,3 +157,18 @@ def test_spec_files_of_the_previous_layout_load_with_their_fingerprints(cls, tmp
 def test_a_budget_layer_names_its_field_from_the_budget_table():
     assert parse_budget("minutes=2.5").layer() == {"max_minutes": 2.5, "steps": None}
     assert parse_budget("tokens=5e5").layer() == {"max_tokens": 500000, "steps": None}
+    assert parse_budget("flops=2e15").layer() == {"max_flops": 2 * 10**15, "steps": None}
+
+
+def test_policy_updates_per_batch_are_shared_by_every_arm(tmp_path):
+    path = tmp_path / "arms.toml"
+    path.write_text('[arms.a]\nalgo = "grpo"\nset = { minibatches = 4 }\n')
+    with pytest.raises(
+        ExperimentError, match="minibatches .policy updates per batch. is shared by every arm"
+    ):
+        parse_arms(str(path))
+    from sweeps.comparison import ComparisonSpec
+
+    spec = ComparisonSpec(arms=(Arm("grpo", "grpo"),), budget=("trajectories", 64))
+    assert spec.updates_per_batch() == 1
+    assert dataclasses.replace(spec, shared={"minibatches": 4}).updates_per_batch() == 4

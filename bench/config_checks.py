@@ -1,0 +1,64 @@
+"""Checks of run config values that need more than a type and a range (`bench.config.validate`
+calls them): the budget limits, the weight-sync cadence against the staleness bound, and the
+model spec. Each raises a one-line UsageError naming the field and what is valid."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from bench.errors import UsageError
+from results.budgets import BUDGETS, check_amount
+
+
+def check_weight_sync(config: Any) -> None:
+    """A weight-sync cadence the staleness bound allows: in async mode rollouts are up to N - 1
+    versions old from the cadence plus at least one from the overlap, so max_staleness >= N
+    (a smaller bound would drop them, defeating the cadence); sync mode allows N - 1 by itself.
+    The torch engine alone has a dtype of its own (vLLM's is `engine_args.dtype`)."""
+    n = config.weight_sync_every
+    if config.mode == "async" and n > 1 and config.max_staleness < n:
+        raise UsageError(
+            f"weight_sync_every={n} makes async rollouts up to {n} versions stale, but max_staleness="
+            f"{config.max_staleness} would drop them: set max_staleness >= {n}"
+        )
+    if config.engine_dtype != "auto" and config.engine != "torch":
+        raise UsageError(
+            f"engine_dtype={config.engine_dtype}: only the torch engine takes it; for vllm set "
+            f"engine_args.dtype={config.engine_dtype}"
+        )
+
+
+def check_budgets(config: Any) -> None:
+    """Every limit of the budget table (`results.budgets.BUDGETS`) that is set: a whole number
+    >= 1, or a finite number > 0, and at most `results.budgets.MAX_AMOUNT` (None: no limit of
+    that kind)."""
+    for row in BUDGETS:
+        value = getattr(config, row.field)
+        if value is None:
+            continue
+        if row.whole and value < 1:
+            raise UsageError(f"{row.field}: must be >= 1, got {value}")
+        if not row.whole and not math.isfinite(value):
+            raise UsageError(f"{row.field}: must be a finite number, got {value}")
+        if not row.whole and value <= 0:
+            raise UsageError(f"{row.field}: must be > 0, got {value}")
+        problem = check_amount(row.field, value)
+        if problem is not None:
+            raise UsageError(problem)
+
+
+def check_model_spec(spec: str) -> None:
+    """A model spec that names a local path which does not exist: a one-line UsageError before
+    any directory is made or any model loaded (hub ids and built-in names pass)."""
+    from bench.models.offline import OFFLINE_MODELS
+
+    if spec == "tiny" or spec in OFFLINE_MODELS:
+        return
+    looks_local = spec.startswith(("/", "./", "../", "~")) or spec.count("/") > 1
+    if looks_local and not Path(spec).expanduser().is_dir():
+        raise UsageError(
+            f"model directory not found: {spec} (valid: tiny, {', '.join(OFFLINE_MODELS)}, a "
+            "local transformers directory or a hub id)"
+        )

@@ -1,0 +1,97 @@
+"""The collapse rule, fixed before the stability runs (issue 36), and survival over steps.
+
+The rule: a run has **collapsed at step s**, the first step s >= MIN_STEP (50) whose WINDOW-step
+(20) trailing mean training reward (`reward/mean`) is below FRACTION (50%) of the best trailing
+mean at any earlier step; or, if it ended non-finite (`RunOutcome.NON_FINITE`: it stopped itself
+after `nan_patience` non-finite losses in a row, i.e. diverged), at its last step. A run that
+never collapses is censored at its last step.
+
+Why these numbers (chosen before any stability run, from the CPU-scale settings):
+- WINDOW 20: a step's mean reward over 64 trajectories has a standard error of up to 0.0625 (a
+  0.5 success rate); over 20 steps about 0.014, so a 50% fall from a best of 0.45 (the tiny
+  base's level on arith) is ~15 standard errors, and the upward bias of "best of ~1,000 windows"
+  (about +3 standard errors, +0.04) cannot make a steady run look collapsed.
+- MIN_STEP 50: the paper's earliest collapse is VAPO's at ~90 steps (vanilla GRPO ~160, SAO
+  stable for 1,000); from step 50 a best has been sought over 31 windows, and the first steps'
+  moves (SAO's 10-step critic warmup, a start-up dip) are behind it.
+- FRACTION 50%: the paper's collapses take the reward to near zero; half the best separates
+  them from the slow declines of over-fitting or a drifting task.
+The same rule flags `collapsed` in every report's runs table (`results.comparison`).
+
+Survival: per arm, the Kaplan-Meier estimate of P(no collapse by step t) from each run's
+(steps, collapsed) (`kaplan_meier`), and the median steps to collapse where the curve falls to
+0.5 (else "> N", N the longest run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+WINDOW = 20
+MIN_STEP = 50
+FRACTION = 0.5
+
+
+@dataclass(frozen=True)
+class TimeToCollapse:
+    """One run's time to the event: the collapse step, or its last step when censored."""
+
+    steps: int
+    collapsed: bool
+
+
+def collapse_step(rewards: Sequence[tuple[int, float]], diverged: bool = False) -> int | None:
+    """The step at which a run collapsed under the rule (module docstring), or None.
+
+    `rewards`: (step, training reward) of every step, in order (steps without a reward, e.g. the
+    step-0 evaluation line, left out); `diverged`: the run ended non-finite."""
+    steps = [int(s) for s, _ in rewards]
+    values = np.asarray([float(r) for _, r in rewards], dtype=float)
+    if len(values) >= WINDOW:
+        trailing = np.convolve(values, np.ones(WINDOW) / WINDOW, mode="valid")  # ends at steps[W-1:]
+        best_before = np.maximum.accumulate(trailing)
+        for i in range(1, len(trailing)):
+            step = steps[i + WINDOW - 1]
+            best = best_before[i - 1]
+            if step >= MIN_STEP and best > 0 and trailing[i] < FRACTION * best:
+                return step
+    if diverged:
+        return steps[-1] if steps else 0
+    return None
+
+
+def time_to_collapse(
+    rewards: Sequence[tuple[int, float]], last_step: int, diverged: bool = False
+) -> TimeToCollapse:
+    """The run's collapse step, or `last_step` (the steps it ran) censored."""
+    step = collapse_step(rewards, diverged)
+    return TimeToCollapse(last_step, False) if step is None else TimeToCollapse(step, True)
+
+
+def kaplan_meier(times: Sequence[TimeToCollapse]) -> pd.DataFrame:
+    """The Kaplan-Meier survival curve of some runs: one row per step at which a run collapsed
+    (columns step, at_risk, collapsed, survival), starting with step 0 at survival 1. A run
+    censored at step t is at risk at every collapse step <= t (censored after the events of
+    its step, the usual convention)."""
+    rows = [{"step": 0, "at_risk": len(times), "collapsed": 0, "survival": 1.0}]
+    survival = 1.0
+    for step in sorted({t.steps for t in times if t.collapsed}):
+        at_risk = sum(t.steps >= step for t in times)
+        events = sum(t.steps == step and t.collapsed for t in times)
+        survival *= 1.0 - events / at_risk
+        rows.append({"step": step, "at_risk": at_risk, "collapsed": events, "survival": survival})
+    return pd.DataFrame(rows)
+
+
+def median_steps_to_collapse(times: Sequence[TimeToCollapse]) -> str:
+    """The first step at which the Kaplan-Meier curve is at or below 0.5, or "> N" (N: the longest
+    run) when it never gets there; "-" without runs."""
+    if not times:
+        return "-"
+    curve = kaplan_meier(times)
+    below = curve[curve["survival"] <= 0.5 + 1e-12]
+    return str(int(below["step"].iloc[0])) if len(below) else f"> {max(t.steps for t in times)}"

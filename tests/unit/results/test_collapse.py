@@ -1,0 +1,114 @@
+"""The collapse rule fixed before the stability runs (`results.collapse`), frozen on hand-made
+reward curves, and the Kaplan-Meier survival it feeds (hand-computed), through the report.
+
+(The rule replaced the runs table's earlier `reward_collapsed`: last tenth below half the best
+tenth; issue 36 asks one rule to serve both.)"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from results.collapse import (
+    FRACTION,
+    MIN_STEP,
+    WINDOW,
+    TimeToCollapse,
+    collapse_step,
+    kaplan_meier,
+    median_steps_to_collapse,
+    time_to_collapse,
+)
+from results.comparison import load
+from results.report.stability import stability_table, survival_figure
+
+
+def _curve(values) -> list[tuple[int, float]]:
+    return list(enumerate(values, start=1))
+
+
+def test_the_rule_s_numbers_are_frozen():
+    assert (WINDOW, MIN_STEP, FRACTION) == (20, 50, 0.5)
+
+
+def test_a_steady_or_noisy_run_never_collapses():
+    assert collapse_step(_curve([0.5] * 1000)) is None
+    assert collapse_step(_curve([0.3, 0.7] * 500)) is None  # per-step noise, a steady 20-step mean
+    assert collapse_step(_curve([0.0] * 200)) is None  # never rewarded: nothing to fall from
+    assert collapse_step(_curve([0.5] * 10)) is None  # too short for a window
+
+
+def test_a_fall_to_a_fifth_collapses_where_the_trailing_mean_crosses_half_the_best():
+    # 0.5 for 100 steps, then 0.1: the mean of steps s-19..s is (0.5 (120 - s) + 0.1 (s - 100)) / 20,
+    # below 0.25 from s = 113 on (0.24; at 112: 0.26)
+    assert collapse_step(_curve([0.5] * 100 + [0.1] * 100)) == 113
+    # a fall before step 50 counts from step 50: the trailing mean there (0.1) is below half of 0.5
+    assert collapse_step(_curve([0.5] * 20 + [0.1] * 80)) == 50
+    # a slow decline to 60% of the best is not a collapse
+    assert collapse_step(_curve([0.5] * 100 + [0.3] * 100)) is None
+
+
+def test_a_diverged_run_collapses_at_its_last_step_unless_it_had_already():
+    assert collapse_step(_curve([0.5] * 30), diverged=True) == 30
+    assert collapse_step(_curve([0.5] * 100 + [0.1] * 100), diverged=True) == 113
+    assert time_to_collapse(_curve([0.5] * 80), last_step=80) == TimeToCollapse(80, False)
+    assert time_to_collapse(_curve([0.5] * 80), last_step=80, diverged=True) == TimeToCollapse(80, True)
+
+
+def test_kaplan_meier_by_hand():
+    # collapses at 100 and 150, one run censored at 120, one at 200: S(100) = 3/4; at 150 two
+    # are at risk (150, 200), one collapses: S = 3/4 x 1/2 = 3/8
+    times = [
+        TimeToCollapse(100, True),
+        TimeToCollapse(120, False),
+        TimeToCollapse(150, True),
+        TimeToCollapse(200, False),
+    ]
+    curve = kaplan_meier(times)
+    assert curve["step"].tolist() == [0, 100, 150]
+    assert curve["at_risk"].tolist() == [4, 4, 2] and curve["collapsed"].tolist() == [0, 1, 1]
+    assert curve["survival"].tolist() == pytest.approx([1.0, 0.75, 0.375])
+    assert median_steps_to_collapse(times) == "150"
+    stable = [TimeToCollapse(1000, False)] * 3
+    assert median_steps_to_collapse(stable) == "> 1000" and kaplan_meier(stable)["survival"].tolist() == [1.0]
+    assert median_steps_to_collapse([]) == "-"
+
+
+def _run(root, arm, seed, rewards, outcome="finished"):
+    run = root / "runs" / f"{arm}-s{seed}"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"algo": arm, "seed": seed}))
+    lines = [{"step": s, "reward/mean": r} for s, r in _curve(rewards)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (run / "summary.json").write_text(json.dumps({"outcome": outcome, "consumption": {}}))
+
+
+def test_the_report_counts_collapses_per_arm_and_draws_their_survival(tmp_path):
+    root = tmp_path / "cmp"
+    spec = {"arms": [{"name": "grpo"}, {"name": "sao"}], "seeds": [0, 1, 2], "task": "arith"}
+    root.mkdir()
+    (root / "comparison.json").write_text(json.dumps(spec))
+    for seed in range(3):
+        (root / "status").mkdir(exist_ok=True)
+        for arm in ("grpo", "sao"):
+            (root / "status" / f"{arm}-s{seed}.json").write_text(json.dumps({"state": "finished"}))
+        _run(root, "sao", seed, [0.5] * 200)
+    _run(root, "grpo", 0, [0.5] * 100 + [0.1] * 100)  # collapses at 113
+    _run(root, "grpo", 1, [0.5] * 60, outcome="non-finite")  # diverged: collapses at 60
+    _run(root, "grpo", 2, [0.5] * 200)
+    comparison = load([root])
+    runs = comparison.runs.set_index("run")
+    assert runs.loc["grpo-s0", "collapse_step"] == 113 and bool(runs.loc["grpo-s1", "collapsed"])
+    assert not runs.loc["sao-s0", "collapsed"]
+    table = stability_table(comparison).set_index("arm")
+    assert (
+        table.loc["grpo", "collapsed / runs"] == "2 / 3" and table.loc["grpo", "collapse steps"] == "60, 113"
+    )
+    assert table.loc["grpo", "median steps to collapse"] == "113"  # S: 2/3 after 60, 1/3 after 113
+    assert (
+        table.loc["sao", "collapsed / runs"] == "0 / 3"
+        and table.loc["sao", "median steps to collapse"] == "> 200"
+    )
+    (figure,) = survival_figure(comparison, tmp_path / "figures")
+    assert figure.png.is_file() and "fixed before the runs" in figure.caption
