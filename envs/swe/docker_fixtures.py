@@ -114,11 +114,7 @@ def dockerfile(instance: SWEInstance) -> str:
         f"{identity} {git} commit -q --no-verify -m '{BASE_MESSAGE}'",
         f'test "$(git rev-parse HEAD)" = {instance.base_commit}',
     ]
-    return (
-        f"FROM {base_image()}\nCOPY testbed {WORKDIR}\nWORKDIR {WORKDIR}\n"
-        f"RUN {' && '.join(steps)}\n"
-        f'LABEL rl-bench.instance="{instance.instance_id}"\n'
-    )
+    return f"FROM {base_image()}\nCOPY testbed {WORKDIR}\nWORKDIR {WORKDIR}\nRUN {' && '.join(steps)}\n"
 
 
 def select(ids: list[str] | None = None) -> list[SWEInstance]:
