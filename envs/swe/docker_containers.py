@@ -140,18 +140,22 @@ class Containers:
     """Starts a runtime's containers (module docstring) and removes its dead owners' leftovers."""
 
     def __init__(self, limits: ContainerLimits | None = None, run: str | None = None, watchdog: bool = False):
-        """`limits`: resources of each container; `run`: the run label (default `run_label()`);
+        """`limits`: resources of each container; `run`: the run label (default `run_label()` at
+        each start: the runner names the run after the task, and so its runtime, is built);
         `watchdog`: spawn the watchdog on the first start (for a real daemon; tests of the
         arguments pass a fake client and leave it off)."""
-        self.limits, self.run, self.watchdog = limits or ContainerLimits(), run or run_label(), watchdog
+        self.limits, self._run, self.watchdog = limits or ContainerLimits(), run, watchdog
         self._reaped: set[int] = set()
+
+    @property
+    def run(self) -> str:
+        """The run label of the next container."""
+        return self._run or run_label()
 
     def run_kwargs(self, image: str, instance_id: str, workdir: str) -> dict[str, Any]:
         """The keyword arguments of `client.containers.run` for one container."""
-        lim = self.limits
-        name = (
-            f"{LABEL}.{self.run}.{re.sub(r'[^a-z0-9_.-]', '-', instance_id.lower())}.{uuid.uuid4().hex[:8]}"
-        )
+        lim, run = self.limits, self.run
+        name = f"{LABEL}.{run}.{re.sub(r'[^a-z0-9_.-]', '-', instance_id.lower())}.{uuid.uuid4().hex[:8]}"
         kwargs: dict[str, Any] = {
             "image": image,
             "command": ["sleep", str(int(lim.lifetime_s))],
@@ -160,7 +164,7 @@ class Containers:
             "working_dir": workdir,
             "name": name,
             "labels": {
-                f"{LABEL}.run": self.run,
+                f"{LABEL}.run": run,
                 f"{LABEL}.owner": owner_label(),
                 f"{LABEL}.instance": instance_id,
             },
@@ -181,7 +185,9 @@ class Containers:
             return []
         self._reaped.add(id(client))
         removed = []
-        for container in client.containers.list(all=True, filters={"label": f"{LABEL}.owner"}):
+        for container in client.containers.list(
+            all=True, filters={"label": f"{LABEL}.owner"}, ignore_removed=True
+        ):
             owner = (getattr(container, "labels", None) or {}).get(f"{LABEL}.owner", "")
             if owner and not owner_alive(owner):
                 remove(container)

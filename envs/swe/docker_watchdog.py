@@ -36,7 +36,9 @@ def wait_for_owner_end(owner: str, stdin: int = 0, poll_s: float = POLL_S) -> No
 def remove_owned(client, owner: str) -> list[str]:
     """Remove every container labelled as `owner`'s; their names."""
     removed = []
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL}.owner={owner}"}):
+    for container in client.containers.list(
+        all=True, filters={"label": f"{LABEL}.owner={owner}"}, ignore_removed=True
+    ):
         try:
             container.remove(force=True)
             removed.append(container.name)
