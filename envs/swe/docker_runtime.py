@@ -21,9 +21,13 @@ removal) in `envs.swe.docker_containers`.
   a new conftest.py or an edited test helper would otherwise be graded); the spec's eval
   script; then swebench's own `get_eval_report` decides (`SwebenchHarness.report`). The diff
   scan only reports here (`PatchGrade.tamper`): in real repositories the names it looks for are
-  ordinary. Not contained: code under test runs inside pytest as root in the container, so it
-  can print result lines the log parser believes, as in the SWE-bench harness itself (swebench
-  5 refuses an all-PASSED log whose test command exited non-zero).
+  ordinary. Code under test runs inside pytest as root in the container, so it can print result
+  lines the log parser believes, as in the SWE-bench harness itself (swebench 5 refuses an
+  all-PASSED log whose test command exited non-zero); so a patch that rule resolves is graded
+  again by the sealed tests in a fresh container (`envs.swe.docker_sealed`), where they apply.
+- Faults: a container that cannot start (an image missing and not pullable) or that dies under an
+  episode raises `RuntimeUnavailable` / `WorkspaceLost` naming the instance and the cause; the
+  scaffold ends that episode with reward 0 (`envs.swe.scaffold`).
 
 All Docker calls are blocking SDK calls run in threads (`asyncio.to_thread`), so concurrent
 episodes overlap; `max_containers` optionally caps live containers per event loop.

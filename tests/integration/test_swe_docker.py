@@ -137,6 +137,29 @@ def test_bench_eval_is_graded_by_the_runtime_and_by_the_official_harness(swe_doc
     assert not client().containers.list(all=True, filters={"label": "rl-bench.owner"}, ignore_removed=True)
 
 
+@pytest.mark.docker
+def test_an_image_missing_offline_is_one_warning_line_and_episodes_scored_0(swe_docker_rows, tmp_path):
+    row = json.loads(swe_docker_rows.read_text().splitlines()[0])
+    row["image"] = "swebench/sweb.eval.x86_64.nowhere_1776_none-1:latest"
+    rows = tmp_path / "missing.jsonl"
+    rows.write_text(json.dumps(row) + "\n")
+    out = tmp_path / "run"
+    done = subprocess.run(
+        train_args(rows, out, 1), capture_output=True, text=True, env=env(), cwd=tmp_path, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    warned = [line for line in done.stderr.splitlines() if line.startswith("bench: warning: ")]
+    assert len(warned) == 1 and warned[0].startswith(
+        f"bench: warning: {row['instance_id']}: image {row['image']}"
+    )
+    assert "could not be pulled" in warned[0] and warned[0].endswith(
+        "the episode is scored 0 (rollout/env_failed)"
+    )
+    (metrics,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert metrics["rollout/env_failed"] == 4 and metrics["reward/mean"] == 0
+    assert left(RUN_LABEL, out.name) == []
+
+
 def test_without_a_daemon_run_and_eval_fail_in_one_line_before_any_model_loads(tmp_path):
     from envs.swe.docker_fixtures import select, write_rows
 
