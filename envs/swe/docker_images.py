@@ -170,12 +170,18 @@ def build_base(docker_client: Any, mirror: str | None = None, work: Path | None 
         rootfs, archive = Path(tmp) / "rootfs", Path(tmp) / "rootfs.tar"
         _debootstrap(rootfs, mirror or apt_mirror())
         _finish_rootfs(rootfs)
-        subprocess.run(["tar", "-C", str(rootfs), "-cf", str(archive), "."], check=True)
+        tar = ["tar", "-C", str(rootfs), "-cf", str(archive), "."]
+        packed = subprocess.run(tar, capture_output=True, text=True)
+        if packed.returncode != 0:
+            raise ImageBuildError(f"tar of the rootfs failed: {packed.stderr.strip()[-300:]}")
         repository, tag = name.split(":")
         changes = [*BASE_RECIPE["changes"], f"LABEL {FIXTURE_LABEL}={digest}"]
-        docker_client.api.import_image_from_file(
-            str(archive), repository=repository, tag=tag, changes=changes
-        )
+        try:
+            docker_client.api.import_image_from_file(
+                str(archive), repository=repository, tag=tag, changes=changes
+            )
+        except Exception as exc:  # docker.errors.APIError: the daemon refused the archive
+            raise ImageBuildError(f"docker import of {name} failed: {exc}") from None
     if not cached(docker_client, name, digest):
         raise ImageBuildError(f"docker import did not produce {name}")
     return Built(name, True, time.monotonic() - start)

@@ -71,7 +71,7 @@ RESET_SCRIPT = (
 
 def one_line(exc: BaseException) -> str:
     """An SDK error in one line: the daemon's explanation when it gave one, else the message."""
-    text = str(getattr(exc, "explanation", None) or exc or type(exc).__name__)
+    text = str(getattr(exc, "explanation", None) or exc) or type(exc).__name__
     return " ".join(text.split())[:300]
 
 

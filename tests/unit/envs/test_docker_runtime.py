@@ -127,7 +127,9 @@ class FakeClient:
     def __init__(self, logs=None):
         self.logs = logs or {}
         self.started = []
-        self.containers = types.SimpleNamespace(run=self._run, list=lambda all, filters: [])
+        self.containers = types.SimpleNamespace(
+            run=self._run, list=lambda all, filters, ignore_removed=False: []
+        )
 
     def _run(self, image, command, detach, working_dir, name, **limits):
         assert command[0] == "sleep" and detach and working_dir == "/testbed" and limits["auto_remove"]
