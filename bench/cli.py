@@ -90,15 +90,17 @@ def _exit_without_finalization(code: int) -> None:
 
 def _one_line_warnings() -> None:
     """Old forms that are still accepted (`algorithms.deprecation`: an old config name, a plugin
-    written to the previous contract) warn as one `bench: warning: ...` line on stderr."""
+    written to the previous contract) and environment faults that ended an episode
+    (`envs.base.EnvFaultWarning`) warn as one `bench: warning: ...` line on stderr."""
     import warnings
 
     from algorithms.deprecation import DeprecatedFormWarning
+    from envs.base import EnvFaultWarning
 
     show = warnings.showwarning
 
     def one_line(message, category, filename, lineno, file=None, line=None):
-        if issubclass(category, DeprecatedFormWarning):
+        if issubclass(category, DeprecatedFormWarning | EnvFaultWarning):
             print(f"bench: warning: {message}", file=sys.stderr, flush=True)
         else:
             show(message, category, filename, lineno, file, line)

@@ -19,7 +19,10 @@ Harness outputs read by `read_harness_report` (swebench >= 2, `harness/reporting
 - per instance `logs/run_evaluation/<run_id>/<model>/<instance_id>/report.json`:
   `{instance_id: {"patch_is_None", "patch_exists", "patch_successfully_applied", "resolved",
   "tests_status": {"FAIL_TO_PASS": {"success": [...], "failure": [...]}, "PASS_TO_PASS":
-  {...}, "FAIL_TO_FAIL": {...}, "PASS_TO_FAIL": {...}}}}`.
+  {...}, "FAIL_TO_FAIL": {...}, "PASS_TO_FAIL": {...}}}}`;
+- beside it `run_instance.log`, whose `Error in evaluation for <id>: <cause>` line says why an
+  instance of `error_ids` has no report (an image missing and not pullable, a patch that did
+  not apply, a timeout).
 """
 
 from __future__ import annotations
@@ -223,12 +226,29 @@ def _instance_reports(paths: list[Path]) -> tuple[dict[str, dict[str, Any]], lis
     return instances, broken
 
 
+def _error_reasons(root: Path, run_id: str | None, error_ids: list[str]) -> dict[str, str]:
+    """Instance id -> why the harness gave it no report, one line, from its `run_instance.log`
+    (the harness's `Error in evaluation for <id>: ...`, else the log's last line)."""
+    reasons: dict[str, str] = {}
+    logs = [] if root.is_file() else sorted(root.rglob("run_instance.log"))
+    for log in logs:
+        iid = log.parent.name
+        if iid not in error_ids or iid in reasons or not _of_run(log, root, run_id):
+            continue
+        lines = [line.strip() for line in log.read_text(encoding="utf-8", errors="replace").splitlines()]
+        marker = f"Error in evaluation for {iid}: "
+        found = [line.split(marker, 1)[1] for line in lines if marker in line]
+        last = found[-1] if found else next((line for line in reversed(lines) if line), "no log")
+        reasons[iid] = " ".join(last.split())[:300]
+    return reasons
+
+
 def _of_run(path: Path, root: Path, run_id: str | None) -> bool:
     """Whether a harness file belongs to run `run_id` (every file when None): the run report is
     `<model>.<run_id>.json`, instance reports live under `logs/run_evaluation/<run_id>/`."""
     if run_id is None:
         return True
-    if path.name == "report.json":
+    if path.name in ("report.json", "run_instance.log"):
         return run_id in path.relative_to(root).parts[:-1]
     return path.name.endswith(f".{run_id}.json")
 
@@ -243,7 +263,8 @@ def read_harness_report(path_or_dir: str | Path, run_id: str | None = None) -> d
     is found (else id lists derived from the instance reports, with `total_instances` None),
     plus `instances` ({id: resolved, tests_status, resolved_by_rule, ...}), `resolved_rate`
     (resolved / total_instances, None when unknown), `inconsistent_ids` (instances whose
-    `resolved` flag disagrees with `is_resolved(tests_status)`), and `sources`.
+    `resolved` flag disagrees with `is_resolved(tests_status)`), `error_reasons` ({id of
+    `error_ids`: why, from its `run_instance.log`}) and `sources`.
     """
     root = Path(path_or_dir)
     if not root.exists():
@@ -283,5 +304,6 @@ def read_harness_report(path_or_dir: str | Path, run_id: str | None = None) -> d
         for i, e in instances.items()
         if e["resolved_by_rule"] is not None and e["resolved_by_rule"] != e["resolved"]
     )
+    summary["error_reasons"] = _error_reasons(root, run_id, summary.get("error_ids", []))
     summary["sources"] = [str(p) for p in run_files] + [e["path"] for e in instances.values()]
     return summary

@@ -60,6 +60,12 @@ class Problem:
     meta: dict = field(default_factory=dict)
 
 
+class EnvFaultWarning(UserWarning):
+    """An episode ended with reward 0 because its environment failed (a container that died, an
+    image that is missing), not because of the model; the message names the problem and the
+    cause. The CLI shows it as one `bench: warning: ...` line, once per message."""
+
+
 @dataclass
 class StepResult:
     """What one `Env.step` returns.

@@ -23,6 +23,15 @@ def benchmark_data():
     return benchmark_copy
 
 
+@pytest.fixture(scope="session")
+def swe_docker_rows(tmp_path_factory):
+    """The rows of the offline SWE-bench instances, their images built (cached by content hash;
+    `tests.fixtures.swe_docker`). Only for `docker`-marked tests."""
+    from tests.fixtures.swe_docker import fixture_rows
+
+    return fixture_rows(tmp_path_factory.mktemp("swe-docker") / "instances.jsonl")
+
+
 def pytest_report_header(config):
     """Which benchmark data the tests read (shown without -q)."""
     return f"benchmark data: {copies_in_use()}"

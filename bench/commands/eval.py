@@ -340,6 +340,9 @@ def _swe_outputs(name: str, result: Any, out: Path, model_id: str, problems: lis
             timeout_s=args.harness_timeout,
         )
         result.summary["official_harness"] = harness
+        for run in harness["runs"]:  # instances the harness could not grade: one line each
+            for iid, why in run.get("report", {}).get("error_reasons", {}).items():
+                print(f"official swebench harness ({run['run_id']}): {iid}: {why}")
         if harness["status"] != "ran":
             print(
                 f"official swebench harness {harness['status']}: {harness['reason']}; to grade elsewhere run: "

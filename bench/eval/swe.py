@@ -86,7 +86,9 @@ def _remove_run_containers(run_id: str) -> None:
     try:
         import docker
 
-        for container in docker.from_env(timeout=10).containers.list(all=True, filters={"name": run_id}):
+        for container in docker.from_env(timeout=10).containers.list(
+            all=True, filters={"name": run_id}, ignore_removed=True
+        ):
             container.remove(force=True)
     except Exception:  # best effort: no daemon, or already gone
         pass
@@ -105,11 +107,14 @@ def run_harness_once(command: list[str], out_dir: Path, run_id: str, timeout_s: 
             "command": command,
         }
     if done.returncode != 0:
+        _remove_run_containers(run_id)
+        lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
         return {
             "status": "failed",
-            "reason": done.stderr.strip()[-2000:],
+            "reason": f"exit code {done.returncode}: {lines[-1] if lines else 'no output'}"[:500],
             "run_id": run_id,
             "command": command,
+            "stderr": done.stderr[-2000:],
         }
     report = read_harness_report(out_dir, run_id=run_id)
     return {

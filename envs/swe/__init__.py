@@ -84,6 +84,16 @@ Not contained, and why:
   Copies of the datasets outside the covered directories (under /usr, /etc, /var) stay
   readable, as does any world-readable data there.
 * The Docker runtime resets test files the same way, but code under test runs inside pytest as
-  root in the container and can print result lines the harness's log parser believes, as in the
-  SWE-bench harness itself; its diff scan only reports (real repositories use those names).
+  root in the container and can print result lines the harness's log parser believes, or read the
+  expected values from the test files on disk, as in the SWE-bench harness itself; its diff scan
+  only reports (real repositories use those names). A patch swebench's rule resolves is graded
+  again by the sealed tests in a fresh container (`envs.swe.docker_sealed`; test modules deleted,
+  expected values kept in the harness) and is resolved only if both agree: on the offline
+  instances (`envs.swe.docker_fixtures`) forged PASSED lines and an answer key read from the test
+  files earn nothing there, while the official harness pays both, and a conftest.py hook that
+  passes every report (tests/unit/envs/test_docker_daemon.py). The second opinion applies only
+  where every FAIL_TO_PASS and PASS_TO_PASS test is sealed and the container's Python reads this
+  one's code objects: not on most real SWE-bench instances (fixtures, parametrized ids), where
+  swebench's rule stands alone. Inside the container the run can read the repository's git
+  objects (the base test files, never the test patch).
 """

@@ -12,9 +12,11 @@ Every container (`Containers.start`) runs the instance image with
   (`auto_remove`), so even a SIGKILLed harness leaves nothing running for long.
 
 Removal: `release` removes a container at once (the workspace's `close`); an `atexit` hook
-removes whatever this process still has when it exits; and the first start of each runtime
-removes containers whose owner process is gone from this host (a harness killed by SIGKILL,
-which runs no exit hook).
+removes whatever this process still has when it exits; a watchdog process
+(`envs.swe.docker_watchdog`, spawned by the first start in each process when `watchdog` is on)
+removes them within seconds when this process dies without running its exit hooks (SIGKILL);
+and the first start of each runtime removes containers whose owner process is gone from this
+host (a harness and its watchdog both killed).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import atexit
 import os
 import re
 import socket
+import subprocess
+import sys
 import threading
 import uuid
 from dataclasses import dataclass
@@ -33,6 +37,8 @@ LABEL = "rl-bench"
 _LIVE: dict[int, Any] = {}  # id(container) -> container, for the exit hook
 _LIVE_LOCK = threading.Lock()
 _HOOKED: list[bool] = []
+_WATCHDOGS: dict[int, subprocess.Popen] = {}  # pid -> its watchdog (held: its stdin is the pipe)
+_PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @dataclass(frozen=True)
@@ -114,20 +120,42 @@ def remove_live() -> None:
             pass
 
 
+def start_watchdog() -> subprocess.Popen:
+    """This process's watchdog (`envs.swe.docker_watchdog`), spawned on the first call."""
+    with _LIVE_LOCK:
+        if os.getpid() not in _WATCHDOGS:
+            path = os.pathsep.join(p for p in (_PROJECT_ROOT, os.environ.get("PYTHONPATH")) if p)
+            _WATCHDOGS[os.getpid()] = subprocess.Popen(
+                [sys.executable, "-m", "envs.swe.docker_watchdog", owner_label()],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, "PYTHONPATH": path},
+            )
+        return _WATCHDOGS[os.getpid()]
+
+
 class Containers:
     """Starts a runtime's containers (module docstring) and removes its dead owners' leftovers."""
 
-    def __init__(self, limits: ContainerLimits | None = None, run: str | None = None):
-        """`limits`: resources of each container; `run`: the run label (default `run_label()`)."""
-        self.limits, self.run = limits or ContainerLimits(), run or run_label()
+    def __init__(self, limits: ContainerLimits | None = None, run: str | None = None, watchdog: bool = False):
+        """`limits`: resources of each container; `run`: the run label (default `run_label()` at
+        each start: the runner names the run after the task, and so its runtime, is built);
+        `watchdog`: spawn the watchdog on the first start (for a real daemon; tests of the
+        arguments pass a fake client and leave it off)."""
+        self.limits, self._run, self.watchdog = limits or ContainerLimits(), run, watchdog
         self._reaped: set[int] = set()
+
+    @property
+    def run(self) -> str:
+        """The run label of the next container."""
+        return self._run or run_label()
 
     def run_kwargs(self, image: str, instance_id: str, workdir: str) -> dict[str, Any]:
         """The keyword arguments of `client.containers.run` for one container."""
-        lim = self.limits
-        name = (
-            f"{LABEL}.{self.run}.{re.sub(r'[^a-z0-9_.-]', '-', instance_id.lower())}.{uuid.uuid4().hex[:8]}"
-        )
+        lim, run = self.limits, self.run
+        name = f"{LABEL}.{run}.{re.sub(r'[^a-z0-9_.-]', '-', instance_id.lower())}.{uuid.uuid4().hex[:8]}"
         kwargs: dict[str, Any] = {
             "image": image,
             "command": ["sleep", str(int(lim.lifetime_s))],
@@ -136,7 +164,7 @@ class Containers:
             "working_dir": workdir,
             "name": name,
             "labels": {
-                f"{LABEL}.run": self.run,
+                f"{LABEL}.run": run,
                 f"{LABEL}.owner": owner_label(),
                 f"{LABEL}.instance": instance_id,
             },
@@ -157,7 +185,9 @@ class Containers:
             return []
         self._reaped.add(id(client))
         removed = []
-        for container in client.containers.list(all=True, filters={"label": f"{LABEL}.owner"}):
+        for container in client.containers.list(
+            all=True, filters={"label": f"{LABEL}.owner"}, ignore_removed=True
+        ):
             owner = (getattr(container, "labels", None) or {}).get(f"{LABEL}.owner", "")
             if owner and not owner_alive(owner):
                 remove(container)
@@ -167,6 +197,8 @@ class Containers:
     def start(self, client: Any, image: str, instance_id: str, workdir: str) -> Any:
         """Start one container (leftovers of dead harnesses removed first) and track it for exit."""
         self.reap(client)
+        if self.watchdog:
+            start_watchdog()
         container = client.containers.run(**self.run_kwargs(image, instance_id, workdir))
         with _LIVE_LOCK:
             _LIVE[id(container)] = container

@@ -21,9 +21,13 @@ removal) in `envs.swe.docker_containers`.
   a new conftest.py or an edited test helper would otherwise be graded); the spec's eval
   script; then swebench's own `get_eval_report` decides (`SwebenchHarness.report`). The diff
   scan only reports here (`PatchGrade.tamper`): in real repositories the names it looks for are
-  ordinary. Not contained: code under test runs inside pytest as root in the container, so it
-  can print result lines the log parser believes, as in the SWE-bench harness itself (swebench
-  5 refuses an all-PASSED log whose test command exited non-zero).
+  ordinary. Code under test runs inside pytest as root in the container, so it can print result
+  lines the log parser believes, as in the SWE-bench harness itself (swebench 5 refuses an
+  all-PASSED log whose test command exited non-zero); so a patch that rule resolves is graded
+  again by the sealed tests in a fresh container (`envs.swe.docker_sealed`), where they apply.
+- Faults: a container that cannot start (an image missing and not pullable) or that dies under an
+  episode raises `RuntimeUnavailable` / `WorkspaceLost` naming the instance and the cause; the
+  scaffold ends that episode with reward 0 (`envs.swe.scaffold`).
 
 All Docker calls are blocking SDK calls run in threads (`asyncio.to_thread`), so concurrent
 episodes overlap; `max_containers` optionally caps live containers per event loop.
@@ -39,9 +43,10 @@ import time
 from typing import Any
 
 from envs.swe.docker_containers import ContainerLimits, Containers, remove
+from envs.swe.docker_sealed import sealed_grade
 from envs.swe.grading import parse_status
 from envs.swe.instance import SWEInstance
-from envs.swe.runtime import CommandResult, PatchGrade, Runtime, RuntimeUnavailable, Workspace
+from envs.swe.runtime import CommandResult, PatchGrade, Runtime, RuntimeUnavailable, Workspace, WorkspaceLost
 from envs.swe.swebench_adapter import (
     ALREADY_APPLIED_CHECK,
     GIT_APPLY_CMDS,
@@ -64,6 +69,12 @@ RESET_SCRIPT = (
 """Puts each path argument back as at HEAD (`bash -c RESET_SCRIPT reset PATH...`: no quoting)."""
 
 
+def one_line(exc: BaseException) -> str:
+    """An SDK error in one line: the daemon's explanation when it gave one, else the message."""
+    text = str(getattr(exc, "explanation", None) or exc) or type(exc).__name__
+    return " ".join(text.split())[:300]
+
+
 def _tar(path: str, data: bytes) -> bytes:
     """A tar archive holding one file `path` (relative) with `data`."""
     buffer = io.BytesIO()
@@ -83,20 +94,36 @@ class DockerWorkspace(Workspace):
         self._release = release
         self.closed = False
 
-    async def exec(self, *argv: str, timeout: float | None = None) -> CommandResult:
-        """Run `argv` in /testbed as root (under coreutils `timeout` when given)."""
+    async def _sdk(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """`container.<method>(...)` in a thread; any failure of it (the container died or was
+        removed, the daemon went away) is the workspace's loss, not the model's doing."""
+        try:
+            return await asyncio.to_thread(getattr(self.container, method), *args, **kwargs)
+        except Exception as exc:  # docker.errors.NotFound / APIError 409, requests' errors
+            name = getattr(self.container, "name", "")
+            raise WorkspaceLost(
+                f"{self.instance.instance_id}: the episode's container {name} failed: {one_line(exc)}"
+            ) from None
+
+    async def exec_bytes(self, *argv: str, timeout: float | None = None) -> tuple[int | None, bytes]:
+        """(exit code, stdout and stderr as bytes) of `argv` run in /testbed as root (under
+        coreutils `timeout` when given)."""
         if timeout is not None:
             argv = ("timeout", str(int(timeout)), *argv)
-        result = await asyncio.to_thread(self.container.exec_run, list(argv), workdir=WORKDIR, user="root")
-        output = (result.output or b"").decode("utf-8", errors="replace")
-        timed_out = timeout is not None and result.exit_code == 124
-        return CommandResult(returncode=result.exit_code, output=output, timed_out=timed_out)
+        result = await self._sdk("exec_run", list(argv), workdir=WORKDIR, user="root")
+        return result.exit_code, result.output or b""
+
+    async def exec(self, *argv: str, timeout: float | None = None) -> CommandResult:
+        """`exec_bytes`, its output decoded (undecodable bytes replaced)."""
+        code, raw = await self.exec_bytes(*argv, timeout=timeout)
+        timed_out = timeout is not None and code == 124
+        return CommandResult(code, raw.decode("utf-8", errors="replace"), timed_out)
 
     async def put(self, path: str, data: bytes) -> None:
         """Write `data` at absolute `path` in the container (parent directories created)."""
         parent, name = posixpath.split(path)
         await self.exec("mkdir", "-p", parent)
-        ok = await asyncio.to_thread(self.container.put_archive, parent, _tar(name, data))
+        ok = await self._sdk("put_archive", parent, _tar(name, data))
         if ok is False:
             raise OSError(f"could not write {path} in the container")
 
@@ -108,12 +135,10 @@ class DockerWorkspace(Workspace):
     async def read_file(self, path: str) -> str:
         """The text of `path` (FileNotFoundError when missing, UnicodeDecodeError for binary)."""
         path = clean_path(path)
-        result = await asyncio.to_thread(
-            self.container.exec_run, ["cat", "--", path], workdir=WORKDIR, user="root"
-        )
-        if result.exit_code != 0:
+        code, raw = await self.exec_bytes("cat", "--", path)
+        if code != 0:
             raise FileNotFoundError(f"no such file: {path}")
-        return (result.output or b"").decode("utf-8")
+        return raw.decode("utf-8")
 
     async def write_file(self, path: str, text: str) -> None:
         """Replace or create `path`."""
@@ -200,12 +225,13 @@ class DockerRuntime(Runtime):
         limits: ContainerLimits | None = None,
         run: str | None = None,
     ):
-        """`client`/`harness`: a docker client and a `SwebenchHarness` (made lazily when None;
-        tests pass fakes). `test_timeout`: seconds per test run. `max_containers`: live
-        containers per event loop (None: no cap). `limits`, `run`: see `envs.swe.docker_containers`."""
+        """`client`/`harness`: a docker client and a `SwebenchHarness` (made lazily when None,
+        and then the containers get the watchdog; tests pass fakes). `test_timeout`: seconds per
+        test run. `max_containers`: live containers per event loop (None: no cap). `limits`,
+        `run`: see `envs.swe.docker_containers`."""
         self._client, self._harness = client, harness
         self.test_timeout, self.max_containers = test_timeout, max_containers
-        self.containers = Containers(limits, run)
+        self.containers = Containers(limits, run, watchdog=client is None)
         self._daemon_ok = client is not None
         self._limits: dict[Any, asyncio.Semaphore] = {}
 
@@ -253,7 +279,8 @@ class DockerRuntime(Runtime):
         return self._limits.setdefault(loop, asyncio.Semaphore(self.max_containers))
 
     async def open(self, instance: SWEInstance) -> DockerWorkspace:
-        """Start a container of the instance's image (pulled if missing; `Containers.start`)."""
+        """Start a container of the instance's image (pulled if missing; `Containers.start`);
+        RuntimeUnavailable, naming the instance and the cause, when none starts."""
         self.check(instance)
         limit = self._limit()
         if limit is not None:
@@ -262,13 +289,40 @@ class DockerRuntime(Runtime):
         try:
             spec = await asyncio.to_thread(self.harness().spec, instance)
             image = self.harness().image(spec)
-            container = await asyncio.to_thread(
-                self.containers.start, self.client(), image, instance.instance_id, WORKDIR
-            )
+            try:
+                container = await asyncio.to_thread(
+                    self.containers.start, self.client(), image, instance.instance_id, WORKDIR
+                )
+            except Exception as exc:  # ImageNotFound, a failed pull (no network), APIError
+                pull = type(exc).__name__ == "ImageNotFound" or "images/create" in str(exc)
+                what = (
+                    f"image {image} is not on this machine and could not be pulled"
+                    if pull
+                    else "no container"
+                )
+                raise RuntimeUnavailable(f"{instance.instance_id}: {what}: {one_line(exc)}") from None
         except BaseException:
             release()
             raise
         return DockerWorkspace(self, instance, container, spec, release)
+
+    async def grade(self, instance: SWEInstance, patch: str) -> PatchGrade:
+        """`Runtime.grade` by swebench's rule (`evaluate`); a patch it resolves is graded again
+        by the sealed tests in a fresh container (`envs.swe.docker_sealed`), and stays resolved
+        only if they agree (or cannot decide: then the log says why)."""
+        grade = await super().grade(instance, patch)
+        if not grade.resolved:
+            return grade
+        sealed = await sealed_grade(self, instance, patch)
+        if sealed.resolved is None:
+            grade.log += f"\nsealed tests not run ({sealed.why}): swebench's rule alone decided"
+        elif not sealed.resolved:
+            grade.resolved = False
+            grade.log += (
+                f"\nnot resolved: swebench's log parser passed it, the sealed tests did not: {sealed.why}"
+            )
+            grade.tamper += ["the log parser and the sealed tests disagree", *sealed.tamper]
+        return grade
 
     async def evaluate(self, workspace: DockerWorkspace, instance: SWEInstance) -> PatchGrade:
         """The harness's evaluation (module docstring): the spec's eval script (it applies

@@ -34,6 +34,11 @@ class RuntimeUnavailable(RuntimeError):
     the message says what is missing and what to do instead."""
 
 
+class WorkspaceLost(RuntimeUnavailable):
+    """What ran an episode's workspace stopped under it (its container died or was removed, the
+    daemon went away): the episode ends with reward 0 and the cause (`envs.swe.scaffold`)."""
+
+
 @dataclass
 class CommandResult:
     """Outcome of a command in a workspace; `output` is stdout and stderr, truncated."""

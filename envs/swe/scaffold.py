@@ -18,7 +18,11 @@ scan, or conflicting reports from the test run) and `reward/test_files_reset` (1
 patch changed test, hook or compiled files that grading put back), 0.0 for episodes that were
 never graded, so a run that learns to hack shows it in its curves. When the working copy cannot
 be diffed (the model's code left something git cannot add) or grading fails, the episode ends
-with reward 0 and `info["env_error"]` (counted per step as `rollout/env_failed`).
+with reward 0 and `info["env_error"]` (counted per step as `rollout/env_failed`). So does an
+episode whose runtime failed under it (`envs.swe.runtime.RuntimeUnavailable`: a workspace that
+could not be opened, e.g. an image missing and not pullable, or one whose container died): its
+first turn, or the tool call that found it, ends it, and the cause, naming the instance, is also
+shown once as an `envs.base.EnvFaultWarning`.
 
 Why so terse: the embedded tiny model is character-level with 1024 positions, so the prompt
 (tools + file list + issue) stays under ~350 characters for a swe-mini instance and an episode
@@ -33,10 +37,11 @@ concurrent episodes of the loop share nothing but the runtime.
 from __future__ import annotations
 
 import re
+import warnings
 
-from envs.base import Env, Message, StepResult
+from envs.base import Env, EnvFaultWarning, Message, StepResult
 from envs.swe.instance import SWEInstance
-from envs.swe.runtime import Runtime, Workspace
+from envs.swe.runtime import Runtime, RuntimeUnavailable, Workspace
 from envs.tool_env import Final, ToolEnv, ToolFn
 
 SYSTEM_PROMPT = (
@@ -109,13 +114,20 @@ class SweEnv(ToolEnv):
         self.system_prompt = system_prompt
         self.workspace: Workspace | None = None
         self._files: list[str] = []
+        self._open_failed: RuntimeUnavailable | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------
     async def reset(self):
-        """Open a fresh workspace (closing any previous one) and return the opening messages."""
+        """Open a fresh workspace (closing any previous one) and return the opening messages; when
+        the runtime cannot open one, the messages without the file list (the first step ends it)."""
         await self.close()
-        self.workspace = await self.runtime.open(self.instance)
-        self._files = await self.workspace.list_files()
+        self._open_failed, self._files = None, []
+        try:
+            self.workspace = await self.runtime.open(self.instance)
+            self._files = await self.workspace.list_files()
+        except RuntimeUnavailable as exc:
+            await self.close()
+            self._open_failed = exc
         return await super().reset()
 
     async def close(self) -> None:
@@ -135,14 +147,37 @@ class SweEnv(ToolEnv):
         ]
 
     def tools(self) -> dict[str, ToolFn]:
-        """The five tools of the module docstring."""
-        return {
+        """The five tools of the module docstring (a runtime failure in one ends the episode)."""
+        tools = {
             "view": self._view,
             "search": self._search,
             "replace": self._replace,
             "run_tests": self._run_tests,
             "submit": self._submit,
         }
+        return {name: self._ending_on_fault(name, fn) for name, fn in tools.items()}
+
+    def _ending_on_fault(self, name: str, tool: ToolFn) -> ToolFn:
+        """`tool`, except that a failure of the runtime under it ends the episode (`fault`)."""
+
+        async def call(argument: str):
+            try:
+                return await tool(argument)
+            except RuntimeUnavailable as exc:
+                await self.close()
+                return self.fault(name, exc)
+
+        return call
+
+    def fault(self, stage: str, exc: Exception, patch: str = "") -> Final:
+        """The end of an episode the environment failed at `stage`: reward 0, `env_error`; a
+        runtime failure is also warned about (`EnvFaultWarning`, once per message)."""
+        if isinstance(exc, RuntimeUnavailable):
+            warnings.warn(
+                f"{exc}; the episode is scored 0 (rollout/env_failed)", EnvFaultWarning, stacklevel=2
+            )
+        error = f"{stage}: {exc}"[:500]
+        return Final(0.0, {"resolved": False, "applied": False, "patch": patch, "env_error": error})
 
     def _ws(self) -> Workspace:
         if self.workspace is None:
@@ -220,25 +255,25 @@ class SweEnv(ToolEnv):
             patch = await self._ws().diff()
         except Exception as exc:
             await self.close()
-            return Final(
-                0.0, {"resolved": False, "applied": False, "patch": "", "env_error": f"diff: {exc}"[:500]}
-            )
+            return self.fault("diff", exc)
         await self.close()  # release the working copy before grading opens a fresh one
         try:
             grade = await self.runtime.grade(self.instance, patch)
         except Exception as exc:  # the harness failed, not the model: end with reward 0, say why
-            return Final(
-                0.0, {"resolved": False, "applied": False, "patch": patch, "env_error": f"grade: {exc}"}
-            )
+            return self.fault("grade", exc, patch)
         info = {"resolved": grade.resolved, "applied": grade.applied, "patch": patch}
         info.update(tamper=list(grade.tamper), reset=list(grade.reset))
         info["metrics"] = episode_metrics(bool(grade.tamper), bool(grade.reset))
         return Final(reward=1.0 if grade.resolved else 0.0, info=info)
 
     async def step(self, action: str) -> StepResult:
-        """`ToolEnv.step`; an episode that ends without a grade (tool-call limit, harness error)
-        still reports its metrics, as zeros, so that step means count every episode."""
-        result = await super().step(action)
+        """`ToolEnv.step`; an episode whose workspace could not be opened ends at its first step
+        (`fault`); one that ends without a grade (tool-call limit, harness error) still reports
+        its metrics, as zeros, so that step means count every episode."""
+        if self._open_failed is not None and not self.done:
+            result = self._end(self.fault("open", self._open_failed))
+        else:
+            result = await super().step(action)
         if result.done and "metrics" not in result.info:
             result.info["metrics"] = episode_metrics(False, False)
         return result

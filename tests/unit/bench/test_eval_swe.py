@@ -65,3 +65,24 @@ def test_not_run_says_why_and_keeps_the_commands(tmp_path, monkeypatch):
     result = swe.run_official_harness(predictions, ROWS, tmp_path)
     assert result["status"] == "not run" and result["reason"] == "no Docker daemon: refused"
     assert result["commands"][0][:3] == [swe.sys.executable, "-m", "swebench.harness.run_evaluation"]
+
+
+def test_a_harness_that_crashes_is_reported_in_one_line_and_its_containers_removed(tmp_path, monkeypatch):
+    """issue 40: the last line of its stderr (a traceback's), with the exit code; stderr kept."""
+
+    def crash(command, cwd, capture_output, text, timeout):
+        trace = "Traceback (most recent call last):\n  File x\nValueError: Some prediction IDs not found\n\n"
+        return subprocess.CompletedProcess(command, 1, "", trace)
+
+    removed = []
+    monkeypatch.setattr(swe, "_why_not", lambda command: None)
+    monkeypatch.setattr(swe.subprocess, "run", crash)
+    monkeypatch.setattr(swe, "_remove_run_containers", removed.append)
+    predictions = swe.write_predictions_files(
+        tmp_path, "swe-verified", [{"problem_id": "astropy__astropy-1", "sample_index": 0}], "org/m"
+    )
+    result = swe.run_official_harness(predictions, ROWS, tmp_path)
+    (run,) = result["runs"]
+    assert run["reason"] == "exit code 1: ValueError: Some prediction IDs not found"
+    assert result["reason"] == f"{run['run_id']}: {run['reason']}" and "Traceback" in run["stderr"]
+    assert removed == [run["run_id"]]

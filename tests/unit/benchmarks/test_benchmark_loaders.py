@@ -423,6 +423,7 @@ def test_read_harness_report(tmp_path):
         derived["unresolved_ids"] == ["astropy__astropy-2", "astropy__astropy-3"]
         and derived["resolved_rate"] is None
     )
+    assert summary["error_reasons"] == {}
     (tmp_path / "empty").mkdir()
     with pytest.raises(BenchmarkDataError, match="no swebench run report"):
         read_harness_report(tmp_path / "empty")
@@ -453,3 +454,32 @@ def test_unknown_benchmark_message():
     assert message.startswith("unknown benchmark 'beyond-aim'; did you mean 'beyond-aime'? available: ")
     assert "aime25" in message and "swe-verified" in message
     assert isinstance(info.value, ValueError)
+
+
+def test_an_instance_without_report_gets_its_cause_from_run_instance_log(tmp_path):
+    """issue 40: the harness's own line (here as swebench 5.0.2 wrote it for an image missing
+    offline) says why an instance of error_ids has no report; a log without one gives its last line."""
+    logs = tmp_path / "logs" / "run_evaluation" / "r1" / "m"
+    (logs / "a__a-1").mkdir(parents=True)
+    (logs / "a__a-1" / "run_instance.log").write_text(
+        "Traceback (most recent call last):\n"
+        "swebench.harness.utils.EvaluationError: Error in evaluation for a__a-1: 500 Server Error for "
+        'http+docker://localhost/v1.41/images/create?fromImage=x: Internal Server Error ("no such host")\n'
+        "Check (logs/run_evaluation/r1/m/a__a-1/run_instance.log) for more information.\n"
+    )
+    (logs / "b__b-1").mkdir()
+    (logs / "b__b-1" / "run_instance.log").write_text("started\nkilled   by   the  timeout\n\n")
+    (logs / "c__c-1").mkdir()
+    (logs / "c__c-1" / "report.json").write_text(json.dumps({"c__c-1": {"resolved": True}}))
+    report = {"resolved_ids": ["c__c-1"], "error_ids": ["a__a-1", "b__b-1"], "total_instances": 3}
+    (tmp_path / "m.r1.json").write_text(json.dumps(report))
+    summary = read_harness_report(tmp_path, run_id="r1")
+    assert summary["error_reasons"] == {
+        "a__a-1": "500 Server Error for http+docker://localhost/v1.41/images/create?fromImage=x: Internal "
+        'Server Error ("no such host")',
+        "b__b-1": "killed by the timeout",
+    }
+    other = tmp_path / "logs" / "run_evaluation" / "r2" / "m" / "a__a-1"  # another run's log is not read
+    other.mkdir(parents=True)
+    (other / "run_instance.log").write_text("Error in evaluation for a__a-1: something else\n")
+    assert read_harness_report(tmp_path, run_id="r1")["error_reasons"]["a__a-1"].startswith("500 Server")

@@ -63,7 +63,22 @@ def test_episode_container_arguments(monkeypatch):
     assert name.startswith("rl-bench.runs-sao-seed-1.demo__calc-1.") and len(name.rsplit(".", 1)[1]) == 8
     container = client.containers.run.return_value
     container.remove.assert_called_once_with(force=True)  # close removes it, once
-    client.containers.list.assert_called_once_with(all=True, filters={"label": "rl-bench.owner"})
+    # ignore_removed (issue 40): a container auto-removed between the listing and its inspection
+    # (Docker's own SDK inspects each) must not fail the start
+    client.containers.list.assert_called_once_with(
+        all=True, filters={"label": "rl-bench.owner"}, ignore_removed=True
+    )
+
+
+def test_the_run_label_is_read_when_a_container_starts(monkeypatch):
+    """issue 40: the runner names the run (BENCH_RUN_ID) after it built the task and its runtime."""
+    monkeypatch.delenv("BENCH_RUN_ID", raising=False)
+    containers = Containers()
+    monkeypatch.setenv("BENCH_RUN_ID", "sao-swe-1")
+    kwargs = containers.run_kwargs(IMAGE, "a__b-1", "/testbed")
+    assert kwargs["labels"]["rl-bench.run"] == "sao-swe-1" and kwargs["name"].startswith(
+        "rl-bench.sao-swe-1."
+    )
 
 
 def test_network_can_be_given_back():

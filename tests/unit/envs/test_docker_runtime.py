@@ -60,6 +60,10 @@ class FakeContainer:
             return self._result(0, text) if text is not None else self._result(1, "cat: No such file")
         if cmd[:2] == ["mkdir", "-p"]:
             return self._result(0, "")
+        if cmd[:2] == ["rm", "-f"]:  # the sealed check removes the patch file
+            for path in cmd[2:]:
+                self.files.pop(path, None)
+            return self._result(0, "")
         if cmd[:2] == ["git", "status"]:  # porcelain -z of what differs from the base
             changed = sorted(p for p in {*self.base, *self.files} if self.base.get(p) != self.files.get(p))
             codes = {
@@ -123,7 +127,9 @@ class FakeClient:
     def __init__(self, logs=None):
         self.logs = logs or {}
         self.started = []
-        self.containers = types.SimpleNamespace(run=self._run, list=lambda all, filters: [])
+        self.containers = types.SimpleNamespace(
+            run=self._run, list=lambda all, filters, ignore_removed=False: []
+        )
 
     def _run(self, image, command, detach, working_dir, name, **limits):
         assert command[0] == "sleep" and detach and working_dir == "/testbed" and limits["auto_remove"]
@@ -245,10 +251,18 @@ def test_grade_resolved_follows_the_harness_flow():
         "FAIL_TO_PASS": {"success": [F2P], "failure": []},
         "PASS_TO_PASS": {"success": [P2P], "failure": []},
     }
-    (container,) = client.started
+    # issue 40: a resolved patch is graded again by the sealed tests, in a second container;
+    # the demo's tests have no assertion (unsealed), so swebench's rule decides alone
+    container, sealed = client.started
     assert container.files["calc.py"] == FIXED and container.removed == 1
     assert [a[:2] for a in container.archives] == [("/tmp", "patch.diff"), ("/", "eval.sh")]
     assert container.execs[-1] == ["timeout", "60", "/bin/bash", "/eval.sh"]
+    assert (
+        sealed.files["calc.py"] == FIXED
+        and sealed.removed == 1
+        and ["/bin/bash", "/eval.sh"] not in [c[2:] for c in sealed.execs]
+    )
+    assert "sealed tests not run (tests/test_calc.py::test_add is not sealed" in grade.log
 
 
 def test_grade_resets_test_files_and_hooks_before_the_eval_script():
@@ -258,7 +272,7 @@ def test_grade_resets_test_files_and_hooks_before_the_eval_script():
     patch = file_diff("calc.py", CALC, FIXED) + file_diff("tests/test_calc.py", "def test_add(): ...\n", "")
     patch += file_diff("conftest.py", None, "import os\n") + file_diff("tests/helpers.py", None, "x = 1\n")
     grade = asyncio.run(rt.grade(make_instance(), patch))
-    (container,) = client.started
+    container, _ = client.started  # the second: the sealed tests' check (issue 40)
     assert grade.reset == ["conftest.py", "tests/helpers.py", "tests/test_calc.py"]
     assert grade.tamper == ["conftest.py: a file Python or pytest runs unasked"]  # reported, not vetoed
     assert grade.resolved and container.files == {
@@ -348,7 +362,8 @@ def test_scaffold_episode_on_the_docker_runtime():
     view, final = asyncio.run(go())
     assert view.observation == "<result>1:def add(a, b):\n2:    return a - b</result>\n"
     assert final.reward == 1.0 and final.info["patch"] == file_diff("calc.py", CALC, FIXED)
-    assert len(client.started) == 2 and all(c.removed == 1 for c in client.started)  # episode + grading
+    # episode, grading, and (issue 40) the sealed tests' check of a resolved patch
+    assert len(client.started) == 3 and all(c.removed == 1 for c in client.started)
 
 
 def test_max_containers_caps_live_containers():

@@ -137,7 +137,9 @@ class _Container:
 
 def test_the_docker_runtime_grades_through_the_real_harness():
     client = types.SimpleNamespace(
-        containers=types.SimpleNamespace(run=lambda **kwargs: _Container(), list=lambda all, filters: [])
+        containers=types.SimpleNamespace(
+            run=lambda **kwargs: _Container(), list=lambda all, filters, ignore_removed=False: []
+        )
     )
     rt = DockerRuntime(client=client, harness=SwebenchHarness(), test_timeout=60)
 
