@@ -32,7 +32,7 @@ def check_weight_sync(config: Any) -> None:
 
 def check_budgets(config: Any) -> None:
     """Every limit of the budget table (`results.budgets.BUDGETS`) that is set: a whole number
-    >= 1, or a finite number > 0, and at most `results.budgets.MAX_AMOUNT` (None: no limit of
+    >= 1, or a finite number > 0, and at most `results.budgets.max_amount(kind)` (None: no limit of
     that kind)."""
     for row in BUDGETS:
         value = getattr(config, row.field)
@@ -44,7 +44,7 @@ def check_budgets(config: Any) -> None:
             raise UsageError(f"{row.field}: must be a finite number, got {value}")
         if not row.whole and value <= 0:
             raise UsageError(f"{row.field}: must be > 0, got {value}")
-        problem = check_amount(row.field, value)
+        problem = check_amount(row.field, value, row.kind)
         if problem is not None:
             raise UsageError(problem)
 

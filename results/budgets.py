@@ -55,23 +55,36 @@ BUDGETS: tuple[BudgetRow, ...] = (
 
 
 MAX_AMOUNT = 2**53
-"""The largest budget amount of any kind (about 9.0e15). Amounts travel as JSON numbers and
-floats (`--budget` parses a float; spec files, config.json, summaries), and above 2**53 not
-every whole number is one: a budget there would not be the one asked for, or stop where it
-says. Every realistic budget is far below (1e12 tokens is more than any RL run generates)."""
+"""The largest budget amount of a kind that counts items or time (about 9.0e15). Amounts travel
+as JSON numbers and floats (spec files, config.json, summaries), and above 2**53 not every whole
+number is one: a budget there would not be the one asked for, or stop where it says. Every
+realistic such budget is far below (1e12 tokens is more than any RL run generates)."""
+
+MAX_FLOPS = 10**30
+"""The largest FLOPs budget. FLOPs budgets are naturally above 2**53 (a 0.5B model generating a
+million tokens is ~1e15 FLOPs): they are whole numbers read exactly (`--budget flops=3.2e16` is
+parsed as a decimal) and kept as Python ints, which JSON writes and reads exactly; the bound only
+refuses the absurd (1e30 is about 100,000 times the compute of the largest training runs)."""
 
 
-def check_amount(name: str, amount: float) -> str | None:
-    """What is wrong with a budget amount (not finite, not positive, above `MAX_AMOUNT`), as
-    the end of a one-line error about `name`; None when it is fine."""
+def max_amount(kind: BudgetKind | str) -> int:
+    """The largest budget amount of `kind` (`MAX_FLOPS` for FLOPs, `MAX_AMOUNT` otherwise)."""
+    return MAX_FLOPS if kind == BudgetKind.FLOPS else MAX_AMOUNT
+
+
+def check_amount(name: str, amount: float, kind: BudgetKind | str) -> str | None:
+    """What is wrong with a budget amount of `kind` (not finite, not positive, above
+    `max_amount(kind)`), as the end of a one-line error about `name`; None when it is fine."""
     if amount != amount or amount in (float("inf"), float("-inf")):
         return f"{name}: must be a finite number, got {amount}"
     if amount <= 0:
         return f"{name}: must be a positive number, got {amount:g}"
-    if amount > MAX_AMOUNT:
+    if kind == BudgetKind.FLOPS and amount > MAX_FLOPS:
+        return f"{name}: {amount:g} is above the largest FLOPs budget, 1e30"
+    if amount > max_amount(kind):
         return (
-            f"{name}: {amount:g} is above the largest budget, 2**53 (~9.0e15), beyond which a JSON or "
-            "float number no longer holds every whole number"
+            f"{name}: {amount:g} is above the largest budget, 2**53 (~9.0e15), beyond which a "
+            "JSON or float number no longer holds every whole number"
         )
     return None
 

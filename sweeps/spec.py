@@ -155,7 +155,7 @@ def parse_budget(text: str) -> Budget:
         raise ExperimentError(f"--budget {text!r}: {value!r} is not a number") from None
     if not amount.is_finite():  # Decimal reads "nan" and "inf" too
         raise ExperimentError(f"--budget {text!r}: must be a finite number")
-    problem = check_amount(f"--budget {text!r}", amount)
+    problem = check_amount(f"--budget {text!r}", amount, kind)
     if problem is not None:
         raise ExperimentError(problem)
     row = rows[kind]

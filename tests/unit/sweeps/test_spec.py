@@ -86,6 +86,8 @@ def test_budgets(text, expected):
         "x=1",
         "flops=1.5e0",
         "flops=inf",
+        "tokens=1e16",  # above 2**53: not every whole number is a float there
+        "flops=1e31",  # above the FLOPs bound (FLOPs budgets are ints, exact above 2**53)
     ],
 )
 def test_bad_budgets_name_the_valid_kinds_or_the_problem(text):
@@ -172,3 +174,13 @@ def test_policy_updates_per_batch_are_shared_by_every_arm(tmp_path):
     spec = ComparisonSpec(arms=(Arm("grpo", "grpo"),), budget=("trajectories", 64))
     assert spec.updates_per_batch() == 1
     assert dataclasses.replace(spec, shared={"minibatches": 4}).updates_per_batch() == 4
+
+
+def test_the_largest_budget_of_each_kind():
+    from results.budgets import MAX_AMOUNT, MAX_FLOPS, check_amount
+
+    assert check_amount("x", MAX_AMOUNT, "tokens") is None
+    assert "2**53" in check_amount("x", MAX_AMOUNT + 2, "tokens")
+    assert check_amount("x", 3.2e16, "flops") is None and check_amount("x", MAX_FLOPS, "flops") is None
+    assert "1e30" in check_amount("x", 10 * MAX_FLOPS, "flops")
+    assert "finite" in check_amount("x", float("nan"), "flops")
