@@ -46,8 +46,7 @@ SANDBOX_HOW = {
     "network_namespace": _ROOT_NAMESPACES,
     "mount_namespace": _ROOT_NAMESPACES,
     "pid_namespace": _ROOT_NAMESPACES,
-    "private_tmp": _ROOT_NAMESPACES + ", with Python installed outside /tmp and /dev/shm (the sandbox "
-    "keeps the interpreter's directories, so a .venv under /tmp leaves /tmp shared)",
+    "private_tmp": _ROOT_NAMESPACES,
     "private_proc": _ROOT_NAMESPACES,
     "parent_death_kill": _ROOT_NAMESPACES,
     "unprivileged_uid": _ROOT_UID,

@@ -178,7 +178,10 @@ def probe(cfg: dict) -> dict[str, bool]:
         ns.enter_namespaces(True, False, False)
         ns.private_mounts(keep, None, tmp)
         for d in ("/tmp", "/dev/shm"):
-            if os.listdir(d):
+            # a kept path under d (a .venv under /tmp) is bound back into the private tmpfs:
+            # the top directory leading to it is the one entry a private d may show
+            leading = {os.path.relpath(k, d).split("/")[0] for k in keep if k.startswith(d + "/")}
+            if set(os.listdir(d)) - leading:
                 raise OSError(f"{d} is not private")
 
     def pid_namespace(proc: bool):
