@@ -203,3 +203,23 @@ def test_child_helper_imports_only_the_standard_library_and_its_two_siblings() -
     siblings = {"child", "namespaces", "limits"}
     assert siblings <= tops
     assert tops - siblings <= sys.stdlib_module_names, tops - siblings - sys.stdlib_module_names
+
+
+@sandbox_capability("mount_namespace")
+def test_tmp_is_private_when_a_kept_path_lives_under_it() -> None:
+    # A clone (and its .venv) under /tmp: the kept interpreter is bound back into the private
+    # tmpfs. The probe once read that bound-back directory as "the host's /tmp" and gave no
+    # private /tmp at all, leaving every file under /tmp readable to the program.
+    import tempfile
+
+    from envs.sandbox.probe import PATH, child_command, keep_paths
+
+    kept = Path(tempfile.mkdtemp(prefix="sbx-kept-", dir="/tmp"))
+    try:
+        cfg = {"probe": True, "uid": 65534, "gid": 65534, "python": sys.executable}
+        cfg["keep"] = [*keep_paths(), str(kept)]
+        argv = child_command(cfg, [])
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env={"PATH": PATH})
+        assert json.loads(done.stdout)["private_tmp"], done.stderr
+    finally:
+        kept.rmdir()
