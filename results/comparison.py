@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.scoring import correct_by_problem
+from results.budgets import limits_text
 from results.evals import read_records, read_summary
 from results.experiments import FINAL_EVAL_DIR, SPEC_FILE, RunState, arm_slug, read_status
 from results.rundir import RunDir
@@ -46,7 +47,8 @@ class Comparison:
     - `runs`: one row per run: run, arm, seed, path, state (the worker's `RunState`), detail,
       outcome and stopped_by (as the run recorded them, `results.rundir.RunDir.read_outcome`),
       steps and the consumption (trajectories, generated_trajectories, generated_tokens,
-      elapsed_s, learner_s, critic_s, critic_share), selected checkpoint, config hash, commit;
+      elapsed_s, learner_s, critic_s, critic_share), selected checkpoint, config hash, commit, task and the
+      budget its config sets (`results.budgets.limits_text`);
     - `metrics`: one row per (run, step) with every metric of metrics.jsonl (arm, seed, run);
     - `scores`: one row per problem of a final evaluation: arm, seed, run, benchmark,
       problem_id, correct and samples (how many of its samples were correct, of how many:
@@ -176,6 +178,7 @@ def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list
     run = RunDir(path)
     config = run.read_config()
     row["config_hash"] = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+    row["task"], row["budget"] = config.get("task"), limits_text(config)
     env = json.loads((path / "env.json").read_text()) if (path / "env.json").exists() else {}
     row["commit"] = env.get("git_commit")
     summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").exists() else {}

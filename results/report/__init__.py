@@ -58,9 +58,10 @@ def write_report(
     formats: list[str] | tuple = FORMATS,
     n_boot: int = 10000,
 ) -> ReportPaths:
-    """Load `dirs` (comparison or run directories), compute every table, write them (and the
-    figures and index.html with "html" in `formats`) into `out`."""
-    from results.report.sweep import is_sweep_dir, sweep_sections
+    """Load `dirs` (comparison, sweep or run directories), compute every table, write them (and
+    the figures and index.html with "html" in `formats`) into `out`. Tables without a row are
+    left out (one arm: no differences), as are figures without data."""
+    from results.report.sweep import is_sweep_dir, merge_sweeps, sweep_sections
 
     sweep_dirs = [d for d in dirs if is_sweep_dir(d)]
     comparison = load([d for d in dirs if not is_sweep_dir(d)])
@@ -70,16 +71,18 @@ def write_report(
     if baseline is not None and baseline not in arms:
         raise ReportError(f"--baseline {baseline!r} is not an arm here; arms: {', '.join(arms)}")
     out.mkdir(parents=True, exist_ok=True)
-    sections, sweep_figures = {}, []
+    sections, sweep = {}, None
     for d in sweep_dirs:
         try:
-            more, figs = sweep_sections(d, out)
+            more, figs, about = sweep_sections(d, out)
         except ValueError as exc:
             raise ReportError(str(exc)) from None
         sections.update(more)
-        sweep_figures += figs
+        sweep = about if sweep is None else merge_sweeps(sweep, about)
+        sweep["figures"] = sweep.get("figures", []) + figs
     scores = diffs = pd.DataFrame()
     files: list[Path] = []
+    frames: dict = {}
     if arms:
         baseline = baseline or ("grpo" if "grpo" in arms else arms[0])
         drift = drift_segments(comparison)  # the phase table's and the drift scores' one source
@@ -90,16 +93,23 @@ def write_report(
         scores = T.final_scores(matrices, ks, arms, n_boot)
         diffs = differences(matrices, ks, arms, comparison.benchmarks, baseline, n_boot, pairs=claim_pairs())
         sections.update(_sections(comparison, scores, diffs, baseline, n_boot, drift_phase_table(drift)))
+        frames = {name: sections[name][2] for name in ("aggregate", "per_seed")}
+        frames.update(scores=scores, differences=diffs, matrices=matrices)
+        if not comparison.specs:  # plain run directories: no comparison chose their parameters
+            sections.pop("tuning")
+    sections = {name: s for name, s in sections.items() if len(s[2])}
     for name, (heading, caption, df) in sections.items():
         files += write_table(
             df, out / "tables", name, f"{heading}: {caption}", [f for f in formats if f != "html"]
         )
-    provenance = _provenance(comparison)
+    provenance = _provenance(comparison, dirs, out, baseline, sweep)
     files.append(out / "provenance.json")
     files[-1].write_text(json.dumps(provenance, indent=2, default=str) + "\n")
     index = None
     if "html" in formats:
-        index = _write_html(comparison, out, sections, scores, provenance, sweep_figures)
+        from results.report.page import write_page
+
+        index = write_page(comparison, out, sections, frames, provenance, sweep)
         files.append(index)
     headline = T.headline(scores, diffs) if len(scores) else pd.DataFrame()
     text = (
@@ -197,8 +207,19 @@ def _budget_line(comparison: Comparison) -> str:
     return "budget " + (", ".join(sorted(budgets)) if budgets else "as each run was configured")
 
 
-def _provenance(comparison: Comparison) -> dict[str, Any]:
-    """Commits, config hashes, benchmark versions and data hashes, sampling, seeds, commands."""
+def report_command(dirs: list[Path], out: Path, baseline: str | None) -> str:
+    """The `bench report` command that makes this report again."""
+    import shlex
+
+    words = ["bench", "report", *map(str, dirs), "--out", str(out)]
+    return " ".join(shlex.quote(w) for w in words) + (
+        f" --baseline {shlex.quote(baseline)}" if baseline else ""
+    )
+
+
+def _provenance(comparison: Comparison, dirs, out, baseline, sweep: dict | None) -> dict[str, Any]:
+    """Commits, config hashes, benchmark versions and data hashes, sampling, seeds, commands (and
+    a sweep's settings, storage and command)."""
     runs, summaries = comparison.runs, comparison.summaries
     by_arm = (
         {arm: sorted(set(runs.loc[runs["arm"] == arm, "config_hash"].dropna())) for arm in comparison.arms}
@@ -220,41 +241,16 @@ def _provenance(comparison: Comparison) -> dict[str, Any]:
                 }
             )
     commands = [s.get("command") for s in comparison.specs if s.get("command")]
-    commands.append("bench report " + " ".join(str(p) for p in comparison.sources))
-    return {
+    commands += (sweep or {}).get("commands", [])
+    commands.append(report_command(dirs, out, baseline))
+    provenance = {
         "commits": sorted(set(runs["commit"].dropna())) if "commit" in runs else [],
         "config_hashes_by_arm": by_arm,
         "benchmarks": benches,
         "specs": comparison.specs,
         "commands": commands,
     }
-
-
-def _write_html(comparison, out, sections, scores, provenance, extra_figures) -> Path:
-    from results.report.figures import write_figures
-    from results.report.html import table_html, write_index
-    from results.report.render import cell
-
-    figures = extra_figures
-    if len(comparison.runs):
-        figures = figures + write_figures(comparison, out / "figures", scores if len(scores) else None)
-    intro = ["Every number and figure here is computed from the run directories by `bench report`."]
-    if len(comparison.runs):
-        intro.insert(
-            0,
-            f"{len(comparison.arms)} arms ({', '.join(comparison.arms)}), {len(comparison.runs)} runs; "
-            f"{_budget_line(comparison)}.",
-        )
-    title = "Comparison report" if len(comparison.runs) else "Sweep report"
-    html_sections = [
-        (heading, table_html(df, caption, format_cell=cell)) for heading, caption, df in sections.values()
-    ]
-    return write_index(
-        out,
-        title=title,
-        intro=intro,
-        sections=html_sections,
-        figures=figures,
-        provenance=provenance,
-        commands=provenance["commands"],
-    )
+    if sweep is not None:
+        provenance["commits"] = sorted(set(provenance["commits"]) | set(sweep["commits"]))
+        provenance["sweeps"] = sweep["provenance"]
+    return provenance
