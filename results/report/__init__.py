@@ -3,11 +3,14 @@ and evaluation records only.
 
     write_report([comparison_dir], out_dir)  ->  out_dir/{tables/, figures/, index.html}
 
-Tables (`results.report.tables`) in Markdown, CSV and LaTeX, beside `score_matrix.csv`, every
-(arm, seed, problem) count they are computed from (`results.report.score_matrix`); figures
-(`results.report.figures`) in PNG and SVG; one self-contained index.html
-(`results.report.html`) with the tables, every figure, the budget, the provenance and the
-commands that reproduce it.
+Tables (`results.report.tables`) in Markdown, CSV and LaTeX (`results.report.render`), beside
+`score_matrix.csv`, every (arm, seed, problem) count they are computed from
+(`results.report.score_matrix`); figures (`results.report.figures`, `.curves`,
+`.bottom_figures`) in PNG, SVG and PDF; one self-contained index.html (`results.report.page`,
+`.html`) that opens with the bottom line (`results.report.bottom_line`), then the learning
+curves, the tables, the other figures, the provenance and the commands that reproduce it. The
+same code reports one run, several runs, one or several comparisons and sweeps
+(`results.report.sweep`); a table or figure without data is left out.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ def write_report(
     left out (one arm: no differences), as are figures without data."""
     from results.report.sweep import is_sweep_dir, merge_sweeps, sweep_sections
 
+    command = report_command(dirs, out, baseline)  # as asked: the default baseline is no flag
     sweep_dirs = [d for d in dirs if is_sweep_dir(d)]
     comparison = load([d for d in dirs if not is_sweep_dir(d)])
     arms = comparison.arms
@@ -102,7 +106,7 @@ def write_report(
         files += write_table(
             df, out / "tables", name, f"{heading}: {caption}", [f for f in formats if f != "html"]
         )
-    provenance = _provenance(comparison, dirs, out, baseline, sweep)
+    provenance = _provenance(comparison, command, sweep)
     files.append(out / "provenance.json")
     files[-1].write_text(json.dumps(provenance, indent=2, default=str) + "\n")
     index = None
@@ -203,8 +207,9 @@ def _sections(comparison, scores, diffs, baseline, n_boot, drift) -> dict[str, t
 
 
 def _budget_line(comparison: Comparison) -> str:
-    budgets = {f"{s['budget']['kind']}={s['budget']['amount']}" for s in comparison.specs if "budget" in s}
-    return "budget " + (", ".join(sorted(budgets)) if budgets else "as each run was configured")
+    from results.report.bottom_line import budget_text
+
+    return "budget " + budget_text(comparison)
 
 
 def report_command(dirs: list[Path], out: Path, baseline: str | None) -> str:
@@ -217,7 +222,7 @@ def report_command(dirs: list[Path], out: Path, baseline: str | None) -> str:
     )
 
 
-def _provenance(comparison: Comparison, dirs, out, baseline, sweep: dict | None) -> dict[str, Any]:
+def _provenance(comparison: Comparison, command: str, sweep: dict | None) -> dict[str, Any]:
     """Commits, config hashes, benchmark versions and data hashes, sampling, seeds, commands (and
     a sweep's settings, storage and command)."""
     runs, summaries = comparison.runs, comparison.summaries
@@ -242,7 +247,7 @@ def _provenance(comparison: Comparison, dirs, out, baseline, sweep: dict | None)
             )
     commands = [s.get("command") for s in comparison.specs if s.get("command")]
     commands += (sweep or {}).get("commands", [])
-    commands.append(report_command(dirs, out, baseline))
+    commands.append(command)
     provenance = {
         "commits": sorted(set(runs["commit"].dropna())) if "commit" in runs else [],
         "config_hashes_by_arm": by_arm,
