@@ -94,6 +94,8 @@ def test_two_workers_finish_the_grid_once_and_the_report_is_written(base_checkpo
     assert res.returncode == 0, res.stdout + res.stderr
     _assert_each_run_completed_once(out, ["sao-s0", "sao-s1", "grpo-s0", "grpo-s1"])
     assert "sao" in res.stdout and "vs grpo" in res.stdout and "report:" in res.stdout
+    # off a terminal the live view is one line per event, read from the runs' files
+    assert "] sao-s0: running" in res.stdout and "] grpo-s1: finished: arith " in res.stdout
     for name in ("scores", "differences", "budget", "runs", "per_seed"):
         for ext in ("md", "csv", "tex"):
             assert (out / "report" / "tables" / f"{name}.{ext}").stat().st_size > 0
