@@ -52,6 +52,10 @@ class ReportPaths:
     table_text: str
     index_html: Path | None
     files: list[Path] = field(default_factory=list)
+    scores: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """the final scores table (`results.report.tables.final_scores`)"""
+    differences: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """the differences table (`results.report.differences.differences`)"""
 
 
 def write_report(
@@ -128,7 +132,7 @@ def write_report(
             if len(df)
         )
         return ReportPaths(comparison, text, index, files)
-    return ReportPaths(comparison, _budget_line(comparison) + "\n" + text, index, files)
+    return ReportPaths(comparison, _budget_line(comparison) + "\n" + text, index, files, scores, diffs)
 
 
 def tables_from_score_matrix(
