@@ -119,8 +119,8 @@ def test_two_workers_finish_the_grid_once_and_the_report_is_written(base_checkpo
         for ext in ("md", "csv", "tex"):
             assert (out / "report" / "tables" / f"{name}.{ext}").stat().st_size > 0
     assert (out / "report" / "index.html").exists()
-    # running it again resumes a finished comparison: nothing is trained twice
-    res = _compare(*_args(base_checkpoint, out, "--workers", "2"))
+    # running it again (the same arguments) resumes a finished comparison: nothing is trained twice
+    res = _compare(*_args(base_checkpoint, out, "--workers", "2", *trackers))
     assert res.returncode == 0, res.stderr
     assert all(json.loads(p.read_text())["attempts"] == 1 for p in (out / "status").glob("*.json"))
     res = subprocess.run(
