@@ -8,7 +8,9 @@ counted them) and against wall time; one column-wide figure per (quantity, x).
 | fig3_eval_vs_{trajectories,flops,time}_B  | Fig. 3 | eval/B/avg_at_k (step 0: before training) |
 
 Every curve follows `results.report.bands`: a thin line per seed, the mean, and the 95%
-bootstrap band of the mean over seeds. Fractions (scores, 0/1 rewards) are drawn in %.
+bootstrap band of the mean over seeds. Fractions (scores, 0/1 rewards) are drawn in %. Every
+arm is drawn, a flat one too: an arm whose held-out score never moved is a result to compare, not
+an empty series (the training diagnostics, `figures_training`, name constant series instead).
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from results.report.plotting import (
     Figure,
     arm_style,
     has_data,
-    is_constant,
     is_fraction,
     legend_below,
     new_figure,
@@ -129,15 +130,12 @@ def _curve(comparison: Comparison, out_dir: Path, points: pd.DataFrame, x: str, 
     band = band_on_grid(points[["arm", "run", x, "y"]], x, "y")
     if band.empty:
         return []
-    flat = [a for a in band["arm"].unique() if is_constant(points.loc[points["arm"] == a, "y"])]
     percent = is_fraction(points["y"])
     scale = 100.0 if percent else 1.0
     divisor, unit = _time_unit(float(points[x].max())) if x == "budget/elapsed_s" else (1.0, "")
     fig, (ax,) = new_figure()
     counts = band.groupby("arm")["n"].max().to_dict()
     for arm in ordered_arms(comparison.arms, counts):
-        if arm in flat and len(flat) < len(counts):
-            continue
         mine = band[band["arm"] == arm].assign(**{x: lambda f: f[x] / divisor})
         seeds = points.loc[points["arm"] == arm, ["run", x, "y"]].assign(**{x: lambda f: f[x] / divisor})
         draw_arm(ax, mine, x, arm_style(arm), f"{arm} (n={counts[arm]})", seeds, scale)
@@ -147,11 +145,6 @@ def _curve(comparison: Comparison, out_dir: Path, points: pd.DataFrame, x: str, 
         ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
     legend_below(fig, ax)
     caption = f"{text['caption']} {seeds_phrase(counts)}"
-    shown = [a for a in counts if a not in flat or len(flat) == len(counts)]
-    if len(shown) < len(counts):
-        caption += (
-            f" Not drawn (the same value throughout): {', '.join(a for a in counts if a not in shown)}."
-        )
     return [save(fig, out_dir, text["key"], text["title"], caption, text["paper_ref"], section="curves")]
 
 

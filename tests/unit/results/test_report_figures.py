@@ -128,6 +128,23 @@ def test_a_series_with_one_value_throughout_is_named_not_drawn(tmp_path, monkeyp
     _assert_written(length)
 
 
+def test_a_learning_curve_draws_an_arm_whose_score_never_moved(tmp_path, monkeypatch):
+    from results.report import curves
+
+    out = write_comparison(tmp_path / "cmp", arms=("sao", "grpo"), seeds=(0, 1), steps=8, eval_every=2)
+    for run in ("sao-s0", "sao-s1"):  # sao's held-out score stays where it started: a result
+        path = out / "runs" / run / "metrics.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        write_jsonl(
+            path, [{**r, "eval/arith/avg_at_k": 0.3} if "eval/arith/avg_at_k" in r else r for r in rows]
+        )
+    drawn = _drawn(monkeypatch, curves)
+    figures = learning_curves(load([out]), tmp_path / "figs")
+    (i,) = [i for i, f in enumerate(figures) if f.key == "fig3_eval_vs_trajectories_arith"]
+    labels = {line.get_label() for line in drawn[i].axes[0].get_lines()}
+    assert {"sao (n=2)", "grpo (n=2)"} <= labels
+
+
 @pytest.mark.parametrize("make", list(FUNCTIONS), ids=lambda f: f.__name__)
 def test_each_figure_returns_nothing_when_the_runs_lack_its_data(make, bare_dir, tmp_path):
     figures = make(load([bare_dir]), tmp_path / "figs")
