@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 from results.report.plotting import (
     COLUMN_IN,
@@ -203,7 +204,7 @@ def sweep_figures(arm: str, s: dict, out: Path, percent: bool) -> list[Figure]:
     trials = s.get("trials")
     if trials:
         figures += history_figure(arm, trials, s.get("direction", "maximize"), out, key, percent)
-        figures += rungs_figure(arm, trials, out, key, percent)
+        figures += rungs_figure(arm, trials, s.get("direction", "maximize"), out, key, percent)
     return figures
 
 
@@ -216,7 +217,7 @@ def importances_figure(arm: str, importances: dict[str, float], out: Path, key: 
     fig, (ax,) = new_figure(width=COLUMN_IN, height=0.45 + 0.2 * len(names))
     ax.barh(range(len(names)), [100 * importances[n] for n in names], color=arm_style(arm).color, height=0.65)
     ax.set_yticks(range(len(names)), names)
-    ax.set_xlabel("importance (% of the objective's variance)")
+    ax.set_xlabel("importance (%)")  # the caption says of what: a long label is cut at column width
     ax.grid(False, axis="y")
     caption = (
         f"Parameter importances of the {arm} study (Optuna's default evaluator, fANOVA): each parameter's "
@@ -276,6 +277,7 @@ def history_figure(
         label="best so far",
     )
     ax.set_xlabel("trial")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("objective" + (" (%)" if percent else ""))
     legend_below(fig, ax)
     caption = (
@@ -295,15 +297,18 @@ def history_figure(
 
 
 @styled
-def rungs_figure(arm: str, trials: list[dict], out: Path, key: str, percent: bool) -> list[Figure]:
+def rungs_figure(
+    arm: str, trials: list[dict], direction: str, out: Path, key: str, percent: bool
+) -> list[Figure]:
     """The values each trial reported to the pruner, by report: completed trials in the arm's colour,
-    pruned ones in grey ending in an x, the best trial thick."""
+    pruned ones in grey ending in an x, the best trial (by the study's `direction`) thick."""
     reported = [t for t in trials if t.get("intermediate")]
     if not reported:
         return []
     scale = 100.0 if percent else 1.0
     done = [t for t in reported if t["state"] == "COMPLETE" and t.get("value") is not None]
-    best = max(done, key=lambda t: t["value"], default=None)
+    pick = max if direction == "maximize" else min
+    best = pick(done, key=lambda t: t["value"], default=None)
     fig, (ax,) = new_figure(height=HEIGHT_IN)
     style = arm_style(arm)
     for t in reported:
@@ -324,6 +329,7 @@ def rungs_figure(arm: str, trials: list[dict], out: Path, key: str, percent: boo
             label=f"best (trial {best['trial']})",
         )
     ax.set_xlabel("report (the pruner's step)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # reports are counted
     ax.set_ylabel("reported value" + (" (%)" if percent else ""))
     legend_below(fig, ax)
     caption = (

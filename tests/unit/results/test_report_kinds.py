@@ -194,3 +194,23 @@ def test_latex_tables_are_booktabs_with_right_aligned_numbers_intervals_in_one_c
         and "sao & grpo & arith & +13.4 [+7.0, +19.0] & [+5.0, +21.0] \\\\" in tex
     )
     assert "\\textbf" not in tex  # differences have no "best"
+
+
+def test_the_rung_plot_thickens_the_best_trial_in_the_studys_direction(tmp_path, monkeypatch):
+    from results.report import sweep as sweep_module
+
+    drawn = []
+    real_save = sweep_module.save
+    monkeypatch.setattr(
+        sweep_module, "save", lambda fig, *a, **k: drawn.append(fig) or real_save(fig, *a, **k)
+    )
+    trials = [
+        {"trial": 0, "state": "COMPLETE", "value": 0.2, "intermediate": [[1, 0.3], [2, 0.2]]},
+        {"trial": 1, "state": "COMPLETE", "value": 0.6, "intermediate": [[1, 0.5], [2, 0.6]]},
+    ]
+    for direction, best in (("maximize", 1), ("minimize", 0)):
+        drawn.clear()
+        sweep_module.rungs_figure("sao", trials, direction, tmp_path / direction, "sweep_sao", True)
+        (ax,) = drawn[0].axes
+        assert f"best (trial {best})" in [line.get_label() for line in ax.get_lines()]
+        assert all(float(t).is_integer() for t in ax.get_xticks())  # reports are counted
