@@ -116,3 +116,9 @@ def spent(limits: dict[str, float | None], counts: dict[str, float]) -> BudgetKi
         if limit is not None and counts[row.counts] >= limit * row.scale:
             return row.kind
     return None
+
+
+def limits_text(config: dict) -> str | None:
+    """The limits a run config sets, `steps=60, trajectories=2048` (None: none is set)."""
+    parts = [f"{row.kind}={config[row.field]:g}" for row in BUDGETS if config.get(row.field) is not None]
+    return ", ".join(parts) or None

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.scoring import correct_by_problem
+from results.budgets import limits_text
 from results.collapse import collapse_step
 from results.evals import read_records, read_summary
 from results.experiments import FINAL_EVAL_DIR, SPEC_FILE, RunState, arm_slug, read_status
@@ -34,7 +35,8 @@ class Comparison:
       steps and the consumption (trajectories, generated_trajectories, generated_tokens,
       elapsed_s, learner_s, critic_s, critic_share, flops and critic_flops: None where not
       counted), updates_per_batch (the run's `minibatches`), collapsed and collapse_step (the rule
-      of `results.collapse`), selected checkpoint, config hash, commit;
+      of `results.collapse`), selected checkpoint, config hash, commit, task and the budget
+      its config sets (`results.budgets.limits_text`);
     - `metrics`: one row per (run, step) with every metric of metrics.jsonl (arm, seed, run);
     - `scores`: one row per problem of a final evaluation: arm, seed, run, benchmark,
       problem_id, correct and samples (how many of its samples were correct, of how many:
@@ -185,6 +187,7 @@ def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list
     config = run.read_config()
     row["config_hash"] = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
     row["updates_per_batch"] = config.get("minibatches", 1)
+    row["task"], row["budget"] = config.get("task"), limits_text(config)
     env = read_json(path / "env.json") if (path / "env.json").exists() else {}
     row["commit"] = env.get("git_commit")
     summary = read_json(path / "summary.json") if (path / "summary.json").exists() else {}

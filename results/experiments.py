@@ -8,6 +8,7 @@ the comparison and sweep workers use it without pandas.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ from results.rundir import RunDir
 
 STATUS_DIR = "status"
 SPEC_FILE = "comparison.json"
+RUNS_DIR = "runs"  # <comparison>/runs/<arm slug>-s<seed>/ (sweeps.comparison_runs writes them)
+SWEEP_SPEC_FILE = "sweep.json"  # sweeps.sweep.SPEC_FILE; runs: <sweep>/<arm slug>/<slot>-s<seed>/
 FINAL_EVAL_DIR = "final"  # runs/<run>/evals/final/<bench>.jsonl: the selected checkpoint's evaluation
 
 
@@ -69,3 +72,42 @@ def select_checkpoint(run_dir: Path, select: str | None) -> tuple[Path | None, s
     if not checkpoint.is_dir():
         return None, f"the best step on {bench} ({-neg_step}) has no checkpoint"
     return checkpoint, f"best on {bench} (step {-neg_step}, avg@k {score:.4f})"
+
+
+@dataclass(frozen=True)
+class RunPlace:
+    """Where a run directory sits: its experiment (a comparison or a sweep) and its arm and seed
+    there; trackers group runs by it (W&B group and job type, TensorBoard's log directory, an
+    MLflow experiment)."""
+
+    experiment: Path | None
+    """the comparison or sweep directory holding the run (None: a run on its own)"""
+    group: str | None
+    """the experiment's name (its directory's)"""
+    arm: str
+    seed: int | None
+    name: str
+    """the run's name in its group: `<arm>-s<seed>` (a sweep's: `<arm>-<trial slot>-s<seed>`)"""
+    member: str
+    """the run within its arm: `s<seed>` (a sweep's: `<trial slot>-s<seed>`)"""
+
+
+def run_place(run_dir: Path, config: dict[str, Any]) -> RunPlace:
+    """The `RunPlace` of a run directory from the layout of comparisons (`<comparison>/runs/<arm
+    slug>-s<seed>/`) and sweeps (`<sweep>/<arm slug>/<trial slot>-s<seed>/`); anything else is a
+    run on its own, its arm `algo[:preset]`."""
+    run_dir = Path(run_dir).resolve()
+    seed = config.get("seed")
+    experiment = run_dir.parent.parent
+    if run_dir.parent.name == RUNS_DIR and (experiment / SPEC_FILE).exists():  # a comparison's
+        slug, member = run_dir.name.rpartition("-s")[0], f"s{seed}"
+        spec = read_json(experiment / SPEC_FILE)
+    elif (experiment / SWEEP_SPEC_FILE).exists():  # a sweep's
+        slug, member = run_dir.parent.name, run_dir.name
+        spec = read_json(experiment / SWEEP_SPEC_FILE)
+    else:
+        preset = config.get("algo_preset")
+        arm = str(config.get("algo", "run")) + (f":{preset}" if preset else "")
+        return RunPlace(None, None, arm, seed, run_dir.name, run_dir.name)
+    arm = next((a["name"] for a in spec.get("arms", []) if arm_slug(a["name"]) == slug), slug)
+    return RunPlace(experiment, experiment.name, arm, seed, f"{arm}-{member}", member)

@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,10 +97,17 @@ def _die_with_parent() -> None:
         pass
 
 
-def run_workers(out: Path, workers: int) -> list[int]:
+POLL_S = 2.0
+"""how often the live view (`sweeps.progress`) rereads the experiment's directory"""
+
+
+def run_workers(out: Path, workers: int, view: bool = True) -> list[int]:
     """Start `workers` worker processes (`python -m sweeps.worker OUT`, for a comparison or a
-    sweep directory) and wait for all; their exit codes. Ctrl-C stops them (their runs keep their
-    checkpoints; the same command resumes)."""
+    sweep directory) and wait for all, showing the live view of their runs (`view`); their exit
+    codes. Ctrl-C stops them (their runs keep their checkpoints; the same command resumes)."""
+    from sweeps.progress import LiveView
+
+    live = LiveView(out) if view else None
     procs = []
     for cores, gpus in zip(core_sets(workers), gpu_sets(workers)):
         args = [sys.executable, "-m", "sweeps.worker", str(out)]
@@ -108,6 +116,12 @@ def run_workers(out: Path, workers: int) -> list[int]:
         env = dict(os.environ) if gpus is None else {**os.environ, "CUDA_VISIBLE_DEVICES": gpus}
         procs.append(subprocess.Popen(args, preexec_fn=_die_with_parent, env=env))
     try:
+        while any(p.poll() is None for p in procs):
+            if live is not None:
+                live.poll()
+            time.sleep(POLL_S)
+        if live is not None:
+            live.poll()
         return [p.wait() for p in procs]
     except KeyboardInterrupt:
         for p in procs:

@@ -1,6 +1,7 @@
 """`bench sweep --show`: a sweep's results from its storage, as text, a summary file and plots.
 
-For every arm's study: trial counts by state, the best trials with their parameters, the
+For every arm's study: trial counts by state, the best trials with their parameters, every
+trial's state, value and intermediate values (the report's history and rung plots), the
 parameter importances (Optuna's default evaluator; shown from 2 finished trials with a varying
 parameter), and Optuna's matplotlib plots (optimisation history, parallel coordinates,
 importances, slices, intermediate values) as PNG and SVG under `plots/<arm>/`, and the
@@ -61,6 +62,19 @@ def summarize_study(study: Any, top: int = 10) -> dict[str, Any]:
         "top": rows,
         "not_completed": failed,
         "importances": _importances(study, done),
+        "trials": [_trial(t) for t in trials if not t.user_attrs.get("duplicate")],
+    }
+
+
+def _trial(t: Any) -> dict[str, Any]:
+    """One trial for the report's history and rung plots: number, slot (`trial-000` holds the
+    paper's defaults), state, value and what it reported to the pruner, (step, value) in step order."""
+    return {
+        "trial": t.number,
+        "slot": t.user_attrs.get("run"),
+        "state": t.state.name,
+        "value": t.value,
+        "intermediate": sorted([int(k), float(v)] for k, v in t.intermediate_values.items()),
     }
 
 

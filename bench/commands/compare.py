@@ -173,12 +173,14 @@ def _finish(out: Path, no_report: bool) -> int:
 
     comparison = load([out])
     if not no_report:
+        from bench.trackers.final import log_report
         from results.report import write_report
 
         paths = write_report([out], out / "report")
         comparison = paths.comparison
         print(paths.table_text)
         print(f"report: {paths.index_html}")
+        log_report(paths)
     failed = comparison.runs[comparison.runs["state"] == "failed"]
     for _, row in failed.iterrows():
         print(f"failed: {row['run']}: {row['detail']}", file=sys.stderr)

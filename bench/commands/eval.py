@@ -304,6 +304,9 @@ def run(args: argparse.Namespace) -> int:
         paths.append(write_eval(out, result.records, result.summary))
         summaries.append(result.summary)
     _print_results(summaries, paths)
+    from bench.trackers.final import log_final_evaluation
+
+    log_final_evaluation(out, summaries)  # into a run's evals/: also to the run's trackers
     return 0
 
 

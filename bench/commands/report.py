@@ -78,6 +78,9 @@ def run(args: argparse.Namespace) -> int:
     print(paths.table_text)
     for path in paths.files:
         print(f"wrote {path}")
+    from bench.trackers.final import log_report
+
+    log_report(paths)
     return 0
 
 

@@ -2,10 +2,17 @@
 
 Each tracker is a small adapter over the stream of records that metrics.jsonl receives (one per
 step, and the step-0 evaluation): metrics.jsonl stays the source of truth, and a tracker only
-mirrors it. An adapter is a class in its own module here with three methods: `__init__(run_dir,
-config)` starts the tracker's run and logs the run's config once (config.json: every field, the
-algorithm's effective config and its source), `log(step, metrics)` logs one record's numbers
-(evaluation scores included, as `eval/<benchmark>/...`), `close()` ends it.
+mirrors it. An adapter is a class in its own module here with four methods: `__init__(run_dir,
+config, place)` starts (or resumes) the tracker's run and logs the run's config (config.json:
+every field, the algorithm's effective config and its source), `log(step, metrics)` logs one
+record's numbers (evaluation scores included, as `eval/<benchmark>/...`), `summarize(step,
+metrics)` numbers about the whole run, `close()` ends it.
+
+Runs are grouped as their experiment is (`results.experiments.run_place`): a comparison's runs
+are one group (W&B group, MLflow experiment, trackio group, a TensorBoard directory) named after
+the comparison, with the arm as W&B job type and `<arm>-s<seed>` as the run's name. After the
+run, its final evaluation (`bench eval` into the run's evals/) and the report's headline numbers
+(`bench report`, `bench compare`) reach the same tracker runs (`bench.trackers.final`).
 
 A tracker's package comes from the extra of the same name (`pip install 'rl-bench[wandb]'`) and is
 imported only when the tracker is chosen; `check_report_to` answers an unknown name or a missing
@@ -94,6 +101,15 @@ class Trackers:
                 )
                 del self.adapters[name]
 
+    def summarize(self, step: int, metrics: dict[str, float]) -> None:
+        """Numbers about the whole run to every tracker (a failing one is dropped with a warning)."""
+        for name, adapter in list(self.adapters.items()):
+            try:
+                adapter.summarize(step, metrics)
+            except Exception as exc:  # noqa: BLE001 - a tracker must never stop the caller
+                print(f"bench: warning: tracker {name} failed ({type(exc).__name__}: {exc})", file=sys.stderr)
+                del self.adapters[name]
+
     def close(self) -> None:
         """End every tracker's run (flushing what it buffered)."""
         for name, adapter in self.adapters.items():
@@ -108,13 +124,18 @@ def open_trackers(
     report_to: str, run_dir: str | Path, config: dict[str, Any], enabled: bool = True
 ) -> Trackers:
     """Start the trackers named in `report_to` for the run in `run_dir`, each logging `config`
-    once; none when not `enabled` (e.g. on the ranks of a launch that do not write the run dir).
-    A tracker that cannot start is a one-line UsageError naming it."""
+    once and placing the run in its experiment's group (`results.experiments.run_place`); none
+    when not `enabled` (e.g. on the ranks of a launch that do not write the run dir). A tracker
+    that cannot start is a one-line UsageError naming it."""
+    from results.experiments import run_place
+
     adapters: dict[str, Any] = {}
-    for name in parse_report_to(report_to) if enabled else []:
+    names = parse_report_to(report_to) if enabled else []
+    place = run_place(Path(run_dir), config) if names else None
+    for name in names:
         module, _, cls = TRACKERS[name][0].partition(":")
         try:
-            adapters[name] = getattr(importlib.import_module(module), cls)(Path(run_dir), config)
+            adapters[name] = getattr(importlib.import_module(module), cls)(Path(run_dir), config, place)
         except ImportError as exc:
             Trackers(adapters).close()
             raise UsageError(

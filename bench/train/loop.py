@@ -31,8 +31,9 @@ from bench.train.checkpoints import save_checkpoint
 from bench.train.collect import collect_batch
 from bench.train.compute import StepFlops, check_flops_countable, model_shape, step_flops
 from bench.train.learner import Learner, build_batch
-from bench.train.metrics import advance_bar, batch_metrics, progress_bar, timeline_record
+from bench.train.metrics import batch_metrics, timeline_record
 from bench.train.outcome import recorded_outcome
+from bench.train.progress import BudgetBar, counts_of, step_postfix
 from bench.train.setup import make_learner
 from results.budgets import BUDGETS, BudgetKind
 from results.rundir import RunDir, RunOutcome
@@ -130,7 +131,7 @@ def _train(parts: RunParts, run: RunDir, resume: Path | None, progress: bool) ->
     rollouts = start_rollouts(config, task, tokenizer, learner)
     if is_main:  # what the engine turned out to be (vLLM: its version, dtypes, options)
         run.update_env({"engine": rollouts.engine.provenance()})
-    bar = progress_bar(config.steps, learner.step, progress and is_main)
+    bar = BudgetBar(config, counts_of(learner.step, consumed), progress and is_main)
     start, first_step = time.perf_counter(), learner.step
     last: dict[str, float] = {}
     reason = stop_reason(config, learner.step, consumed)  # e.g. a resume of a finished run
@@ -155,12 +156,11 @@ def _train(parts: RunParts, run: RunDir, resume: Path | None, progress: bool) ->
                 trackers.log(last)  # the same records, mirrored to --report-to trackers
                 if _checkpoint_due(config, learner.step) or reason is not None:
                     save_checkpoint(run, learner, tokenizer, learner.step, config.keep_checkpoints, consumed)
-            advance_bar(bar, last, learner.step - first_step, time.perf_counter() - start)
+            bar.update(counts_of(learner.step, consumed), step_postfix({"step": learner.step, **last}))
     finally:
         rollouts.close()
         trackers.close()
-        if bar is not None:
-            bar.close()
+        bar.close()
     summary = {
         "outcome": RunOutcome.FINISHED,
         "stopped_by": reason,

@@ -1,4 +1,5 @@
-"""Per-step metrics of the loop: what an accepted batch looked like, and the progress bar."""
+"""Per-step metrics of the loop: what an accepted batch looked like, and its timeline line
+(the progress bar: `bench.train.progress`)."""
 
 from __future__ import annotations
 
@@ -51,26 +52,6 @@ def logp_mismatch(logp_B_T: torch.Tensor, rollout_logp_B_T: torch.Tensor, mask_B
         "policy/logp_mismatch_mean": float(gap_B_T.sum() / n),
         "policy/logp_mismatch_max": float(gap_B_T.max()),
     }
-
-
-def progress_bar(total: int, initial: int, enabled: bool):
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, desc="train", unit="step", dynamic_ncols=True)
-
-
-def advance_bar(bar, record: dict[str, float], steps_done: int, elapsed: float) -> None:
-    if bar is None:
-        return
-    bar.set_postfix(
-        reward=f"{record['reward/mean']:.3f}",
-        steps_per_s=f"{steps_done / max(elapsed, 1e-9):.2f}",
-        stale=f"{record['staleness/mean']:.2f}",
-        refresh=False,
-    )
-    bar.update(1)
 
 
 def timeline_record(step: int, version: int, trained: list[Group], discarded: list[Group]) -> dict:

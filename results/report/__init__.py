@@ -3,11 +3,14 @@ and evaluation records only.
 
     write_report([comparison_dir], out_dir)  ->  out_dir/{tables/, figures/, index.html}
 
-Tables (`results.report.tables`) in Markdown, CSV and LaTeX, beside `score_matrix.csv`, every
-(arm, seed, problem) count they are computed from (`results.report.score_matrix`); figures
-(`results.report.figures`) in PNG and SVG; one self-contained index.html
-(`results.report.html`) with the tables, every figure, the budget, the provenance and the
-commands that reproduce it.
+Tables (`results.report.tables`) in Markdown, CSV and LaTeX (`results.report.render`), beside
+`score_matrix.csv`, every (arm, seed, problem) count they are computed from
+(`results.report.score_matrix`); figures (`results.report.figures`, `.curves`,
+`.bottom_figures`) in PNG, SVG and PDF; one self-contained index.html (`results.report.page`,
+`.html`) that opens with the bottom line (`results.report.bottom_line`), then the learning
+curves, the tables, the other figures, the provenance and the commands that reproduce it. The
+same code reports one run, several runs, one or several comparisons and sweeps
+(`results.report.sweep`); a table or figure without data is left out.
 """
 
 from __future__ import annotations
@@ -53,6 +56,10 @@ class ReportPaths:
     table_text: str
     index_html: Path | None
     files: list[Path] = field(default_factory=list)
+    scores: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """the final scores table (`results.report.tables.final_scores`)"""
+    differences: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """the differences table (`results.report.differences.differences`)"""
 
 
 def write_report(
@@ -62,9 +69,10 @@ def write_report(
     formats: list[str] | tuple = FORMATS,
     n_boot: int = 10000,
 ) -> ReportPaths:
-    """Load `dirs` (comparison or run directories), compute every table, write them (and the
-    figures and index.html with "html" in `formats`) into `out`. A write that fails on a full
-    disk names `out` (pandas and matplotlib name no file then)."""
+    """Load `dirs` (comparison, sweep or run directories), compute every table, write them (and
+    the figures and index.html with "html" in `formats`) into `out`. Tables without a row are
+    left out (one arm: no differences), as are figures without data. A write that fails on a
+    full disk names `out` (pandas and matplotlib name no file then)."""
     try:
         return _write_report(dirs, out, baseline, formats, n_boot)
     except OSError as exc:
@@ -75,8 +83,9 @@ def _write_report(
     dirs: list[Path], out: Path, baseline: str | None, formats: list[str] | tuple, n_boot: int
 ) -> ReportPaths:
     """`write_report`'s work."""
-    from results.report.sweep import is_sweep_dir, sweep_sections
+    from results.report.sweep import is_sweep_dir, merge_sweeps, sweep_sections
 
+    command = report_command(dirs, out, baseline)  # as asked: the default baseline is no flag
     sweep_dirs = [d for d in dirs if is_sweep_dir(d)]
     comparison = load([d for d in dirs if not is_sweep_dir(d)])
     arms = comparison.arms
@@ -85,16 +94,18 @@ def _write_report(
     if baseline is not None and baseline not in arms:
         raise ReportError(f"--baseline {baseline!r} is not an arm here; arms: {', '.join(arms)}")
     out.mkdir(parents=True, exist_ok=True)
-    sections, sweep_figures = {}, []
+    sections, sweep = {}, None
     for d in sweep_dirs:
         try:
-            more, figs = sweep_sections(d, out)
+            more, figs, about = sweep_sections(d, out)
         except ValueError as exc:
             raise ReportError(str(exc)) from None
         sections.update(more)
-        sweep_figures += figs
+        sweep = about if sweep is None else merge_sweeps(sweep, about)
+        sweep["figures"] = sweep.get("figures", []) + figs
     scores = diffs = pd.DataFrame()
     files: list[Path] = []
+    frames: dict = {}
     if arms:
         baseline = baseline or ("grpo" if "grpo" in arms else arms[0])
         drift = drift_segments(comparison)  # the phase table's and the drift scores' one source
@@ -105,16 +116,23 @@ def _write_report(
         scores = T.final_scores(matrices, ks, arms, n_boot)
         diffs = differences(matrices, ks, arms, comparison.benchmarks, baseline, n_boot, pairs=claim_pairs())
         sections.update(_sections(comparison, scores, diffs, baseline, n_boot, drift_phase_table(drift)))
+        frames = {name: sections[name][2] for name in ("aggregate", "per_seed")}
+        frames.update(scores=scores, differences=diffs, matrices=matrices)
+        if not comparison.specs:  # plain run directories: no comparison chose their parameters
+            sections.pop("tuning")
+    sections = {name: s for name, s in sections.items() if len(s[2])}
     for name, (heading, caption, df) in sections.items():
         files += write_table(
             df, out / "tables", name, f"{heading}: {caption}", [f for f in formats if f != "html"]
         )
-    provenance = _provenance(comparison)
+    provenance = _provenance(comparison, command, sweep)
     files.append(out / "provenance.json")
     files[-1].write_text(json.dumps(provenance, indent=2, default=str) + "\n")
     index = None
     if "html" in formats:
-        index = _write_html(comparison, out, sections, scores, provenance, sweep_figures)
+        from results.report.page import write_page
+
+        index = write_page(comparison, out, sections, frames, provenance, sweep)
         files.append(index)
     headline = T.headline(scores, diffs) if len(scores) else pd.DataFrame()
     text = (
@@ -129,7 +147,7 @@ def _write_report(
             if len(df)
         )
         return ReportPaths(comparison, text, index, files)
-    return ReportPaths(comparison, _budget_line(comparison) + "\n" + text, index, files)
+    return ReportPaths(comparison, _budget_line(comparison) + "\n" + text, index, files, scores, diffs)
 
 
 def tables_from_score_matrix(
@@ -216,12 +234,24 @@ def _sections(comparison, scores, diffs, baseline, n_boot, drift) -> dict[str, t
 
 
 def _budget_line(comparison: Comparison) -> str:
-    budgets = {f"{s['budget']['kind']}={s['budget']['amount']}" for s in comparison.specs if "budget" in s}
-    return "budget " + (", ".join(sorted(budgets)) if budgets else "as each run was configured")
+    from results.report.bottom_line import budget_text
+
+    return "budget " + budget_text(comparison)
 
 
-def _provenance(comparison: Comparison) -> dict[str, Any]:
-    """Commits, config hashes, benchmark versions and data hashes, sampling, seeds, commands."""
+def report_command(dirs: list[Path], out: Path, baseline: str | None) -> str:
+    """The `bench report` command that makes this report again."""
+    import shlex
+
+    words = ["bench", "report", *map(str, dirs), "--out", str(out)]
+    return " ".join(shlex.quote(w) for w in words) + (
+        f" --baseline {shlex.quote(baseline)}" if baseline else ""
+    )
+
+
+def _provenance(comparison: Comparison, command: str, sweep: dict | None) -> dict[str, Any]:
+    """Commits, config hashes, benchmark versions and data hashes, sampling, seeds, commands (and
+    a sweep's settings, storage and command)."""
     runs, summaries = comparison.runs, comparison.summaries
     by_arm = (
         {arm: sorted(set(runs.loc[runs["arm"] == arm, "config_hash"].dropna())) for arm in comparison.arms}
@@ -243,41 +273,16 @@ def _provenance(comparison: Comparison) -> dict[str, Any]:
                 }
             )
     commands = [s.get("command") for s in comparison.specs if s.get("command")]
-    commands.append("bench report " + " ".join(str(p) for p in comparison.sources))
-    return {
+    commands += (sweep or {}).get("commands", [])
+    commands.append(command)
+    provenance = {
         "commits": sorted(set(runs["commit"].dropna())) if "commit" in runs else [],
         "config_hashes_by_arm": by_arm,
         "benchmarks": benches,
         "specs": comparison.specs,
         "commands": commands,
     }
-
-
-def _write_html(comparison, out, sections, scores, provenance, extra_figures) -> Path:
-    from results.report.figures import write_figures
-    from results.report.html import table_html, write_index
-    from results.report.render import cell
-
-    figures = extra_figures
-    if len(comparison.runs):
-        figures = figures + write_figures(comparison, out / "figures", scores if len(scores) else None)
-    intro = ["Every number and figure here is computed from the run directories by `bench report`."]
-    if len(comparison.runs):
-        intro.insert(
-            0,
-            f"{len(comparison.arms)} arms ({', '.join(comparison.arms)}), {len(comparison.runs)} runs; "
-            f"{_budget_line(comparison)}.",
-        )
-    title = "Comparison report" if len(comparison.runs) else "Sweep report"
-    html_sections = [
-        (heading, table_html(df, caption, format_cell=cell)) for heading, caption, df in sections.values()
-    ]
-    return write_index(
-        out,
-        title=title,
-        intro=intro,
-        sections=html_sections,
-        figures=figures,
-        provenance=provenance,
-        commands=provenance["commands"],
-    )
+    if sweep is not None:
+        provenance["commits"] = sorted(set(provenance["commits"]) | set(sweep["commits"]))
+        provenance["sweeps"] = sweep["provenance"]
+    return provenance

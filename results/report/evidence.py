@@ -169,6 +169,18 @@ class Reference:
         self.matrices = read_score_matrix(matrix)[0] if matrix.exists() else {}
         self.budget_and_tuning = budget_and_tuning(path / "provenance.json")
 
+    @classmethod
+    def from_frames(
+        cls, scores: pd.DataFrame, diffs: pd.DataFrame, per_seed: pd.DataFrame, matrices: dict
+    ) -> Reference:
+        """The same reading of a report's tables while `bench report` makes them (the frames it
+        writes as scores.csv, differences.csv, per_seed.csv and the score matrix), so that the
+        report's bottom line judges its claims exactly as the verdict table will."""
+        ref = cls.__new__(cls)
+        ref.path, ref.scores, ref.diffs, ref.per_seed, ref.matrices = None, scores, diffs, per_seed, matrices
+        ref.budget_and_tuning = "-"
+        return ref
+
     def evidence(self, claim: Claim) -> Evidence | None:
         """The claim's statistics, or None when its arms or difference are not in the tables."""
         score_a = _one(self.scores, arm=claim.arm, benchmark=claim.benchmark)

@@ -23,13 +23,15 @@ from matplotlib.patches import Patch
 from results.comparison import Comparison
 from results.report.plotting import (
     DPI,
+    TEXT_IN,
     Figure,
     arm_colors,
     has_data,
-    legend,
+    legend_below,
     new_figure,
     ordered_arms,
     save,
+    styled,
 )
 from results.rundir import RunDir
 
@@ -74,6 +76,7 @@ def _timelines(comparison: Comparison) -> dict[str, tuple[str, pd.DataFrame]]:
     return out
 
 
+@styled
 def staleness_histogram(comparison: Comparison, out_dir: Path) -> list[Figure]:
     """Beyond the paper: how stale the trajectories were, per arm (pooled over seeds) from the
     timelines; without any timeline, the distribution of the per-step mean staleness."""
@@ -88,7 +91,7 @@ def staleness_histogram(comparison: Comparison, out_dir: Path) -> list[Figure]:
     colors, width = arm_colors(comparison.arms), 0.8 / len(arms)
     fig, (ax,) = new_figure()
     for i, arm in enumerate(arms):
-        c = counts.loc[arm] / total[arm]
+        c = 100 * counts.loc[arm] / total[arm]
         x = c.index.to_numpy() + (i - (len(arms) - 1) / 2) * width
         ax.bar(x, c[1.0], width, color=colors.get(arm, "k"), label=f"{arm} ({_runs(timelines, arm)} runs)")
         if c[0.0].any():
@@ -102,17 +105,12 @@ def staleness_histogram(comparison: Comparison, out_dir: Path) -> list[Figure]:
                 hatch="///",
                 linewidth=0.6,
             )
-    handles, _ = ax.get_legend_handles_labels()
-    if counts[0.0].any():
-        handles.append(
-            Patch(facecolor="white", edgecolor="0.3", hatch="///", label="discarded (stale or filtered)")
-        )
-    ax.legend(handles=handles, fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.set_xlabel("staleness (learner version at consumption - oldest token's version)")
-    ax.set_ylabel("share of trajectories")
+    discarded = Patch(facecolor="white", edgecolor="0.3", hatch="///", label="discarded (stale or filtered)")
+    ax.set_xlabel("staleness (policy versions)")
+    ax.set_ylabel("trajectories (%)")
     ax.xaxis.get_major_locator().set_params(integer=True)
+    legend_below(fig, ax, columns=2, extra=(discarded,) if counts[0.0].any() else ())
     title = "Staleness of trajectories"
-    ax.set_title(title, fontsize=11)
     caption = (
         "Per arm, the share of trajectories at each staleness (how many policy versions the learner had "
         "moved past the oldest token's version when it took the trajectory), from timeline.jsonl, pooled "
@@ -144,14 +142,13 @@ def _mean_staleness_histogram(comparison: Comparison, out_dir: Path) -> list[Fig
             histtype="step",
             linewidth=1.6,
             color=colors.get(arm, "k"),
-            weights=np.full(len(values), 1 / len(values)),
+            weights=np.full(len(values), 100 / len(values)),
             label=f"{arm} ({d.loc[d['arm'] == arm, 'run'].nunique()} runs)",
         )
     ax.set_xlabel("mean staleness of a step's batch (policy versions)")
-    ax.set_ylabel("share of steps")
-    legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_ylabel("steps (%)")
+    legend_below(fig, ax, columns=2)
     title = "Staleness of trajectories (per-step means)"
-    ax.set_title(title, fontsize=11)
     caption = (
         "The runs have no timeline.jsonl, so this is the distribution over learner steps of the batch's "
         "mean staleness (staleness/mean), pooled over each arm's seeds (no band: a distribution)."
@@ -159,6 +156,7 @@ def _mean_staleness_histogram(comparison: Comparison, out_dir: Path) -> list[Fig
     return [save(fig, out_dir, "staleness_histogram", title, caption, None)]
 
 
+@styled
 def rollout_timeline(comparison: Comparison, out_dir: Path) -> list[Figure]:
     """The paper's Fig. 2 from real data: one run per arm (its lowest seed), the first
     TIMELINE_STEPS learner steps (at most TIMELINE_SECONDS): a bar per trajectory from
@@ -175,7 +173,7 @@ def rollout_timeline(comparison: Comparison, out_dir: Path) -> list[Figure]:
     vmax = int(max(f["oldest"].max() for _, f in chosen.values()))
     norm = BoundaryNorm(np.arange(-0.5, vmax + 1.5), matplotlib.colormaps["viridis"].N)
     mappable = ScalarMappable(norm=norm, cmap="viridis")
-    fig = MplFigure(figsize=(9.0, 0.6 + 2.1 * len(arms)), dpi=DPI, layout="constrained")
+    fig = MplFigure(figsize=(TEXT_IN, 0.5 + 1.4 * len(arms)), dpi=DPI, layout="constrained")
     axes = fig.subplots(len(arms), 1, sharex=True, squeeze=False)[:, 0]
     for ax, arm in zip(axes, arms):
         _draw_timeline(ax, *chosen[arm], mappable, arm_colors(comparison.arms).get(arm, "k"))
@@ -190,7 +188,6 @@ def rollout_timeline(comparison: Comparison, out_dir: Path) -> list[Figure]:
         discarded = Patch(facecolor="white", edgecolor="red", label="discarded")
         axes[0].legend(handles=[discarded], fontsize=7, frameon=False, loc="lower right")
     title = "Rollouts and learner steps over time"
-    fig.suptitle(title, fontsize=11)
     caption = (
         f"One run per arm (lowest seed), the first {TIMELINE_STEPS} learner steps or {TIMELINE_SECONDS:.0f} s: "
         "each bar is a trajectory from generation start to finish (rows: trajectories packed into lanes, "

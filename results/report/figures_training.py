@@ -1,14 +1,15 @@
-"""Figures of training curves from `metrics.jsonl`: evaluation accuracy (the paper's Fig. 3),
-the critic (Fig. 4a, 4b), the clip ratio (Fig. 4c), online drift (Fig. 5a, 5b) and the
-response-length collapse signature.
+"""Figures of training curves by learner step from `metrics.jsonl`: the critic (Fig. 4a, 4b),
+the clip ratio (Fig. 4c), online drift (Fig. 5a, 5b) and the response-length collapse signature.
+(Reward and held-out score against trajectories, FLOPs and time: `results.report.curves`.)
 
 Each function takes a `Comparison` and a folder and returns the `Figure`s it wrote, or []
-when the runs do not record what it plots.
+when the runs do not record what it plots. A series that has one value at every step (a clip
+fraction that is 0 because the clip cannot act) is not drawn but named in the caption; a panel
+left with nothing is dropped, and a figure with nothing is not written.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,24 +17,29 @@ import numpy as np
 import pandas as pd
 
 from results.comparison import Comparison
+from results.report.bands import (
+    band_by_step,
+    draw_arm,
+    runs_per_arm,
+    seeds_phrase,
+    smoothed_runs,
+    smoothing_window,
+)
 from results.report.plotting import (
+    COLUMN_IN,
     Figure,
     arm_colors,
-    band_by_step,
-    band_on_grid,
-    draw_band,
+    arm_style,
     has_data,
-    legend,
+    is_constant,
+    legend_below,
     new_figure,
     ordered_arms,
-    runs_per_arm,
     save,
-    seeds_phrase,
-    smoothing_window,
+    styled,
     use_log_scale,
 )
 
-EVAL_KEY = re.compile(r"^eval/([^/]+)/avg_at_k$")
 PHASE_COLORS = ("#ffffff", "#e8e8e8", "#fdf1d6", "#dcecf7")
 
 
@@ -53,7 +59,25 @@ class Panel:
     ylabel: str
     series: tuple[Series, ...]
     ylim: tuple[float | None, float | None] | None = None
-    """fixed y limits (None in one place: that end automatic); None: automatic, log for wide positive data"""
+    """fixed y limits in the drawn unit (None in one place: that end automatic); None: automatic,
+    log for wide positive data"""
+    percent: bool = False
+    """the metric is a fraction: drawn x100 (the label says %)"""
+
+
+def _drawable(m: pd.DataFrame, panel: Panel) -> tuple[list[tuple[Series, str]], list[str]]:
+    """((series, arm) pairs worth drawing, the names of those left out as constant)."""
+    keep, flat = [], []
+    for s in (s for s in panel.series if has_data(m, s.column)):
+        rows = m[m[s.column].notna()]
+        for arm, group in rows.groupby("arm", sort=False):
+            name = f"{arm}{' ' + s.label if s.label else ''}"
+            if is_constant(group[s.column]):
+                value = float(pd.to_numeric(group[s.column]).iloc[0]) * (100 if panel.percent else 1)
+                flat.append(f"{name} ({s.column} = {value:g}{'%' if panel.percent else ''} at every step)")
+            else:
+                keep.append((s, arm))
+    return keep, flat
 
 
 def step_figure(
@@ -68,99 +92,54 @@ def step_figure(
     metrics: pd.DataFrame | None = None,
     phases: bool = False,
 ) -> list[Figure]:
-    """Per-step metrics of every arm that has them, one axes per panel: the mean over seeds
-    with a min-max band, each run smoothed by a short rolling mean on long runs. `metrics`
+    """Per-step metrics of every arm that has them, one axes per panel that has something to draw
+    (module docstring): a thin line per seed, the mean over seeds and its bootstrap band
+    (`results.report.bands`), each run smoothed by a short rolling mean on long runs. `metrics`
     narrows the rows (default: all); `phases` shades the drift phases."""
     m = comparison.metrics if metrics is None else metrics
     if m.empty or "step" not in m or not any(has_data(m, s.column) for p in panels for s in p.series):
         return []
-    colors = arm_colors(comparison.arms)
+    drawable = [(p, *_drawable(m, p)) for p in panels]
+    flat = [name for _, _, names in drawable for name in names]
+    shown = [(p, keep) for p, keep, _ in drawable if keep]
+    if not shown:
+        return []
     window = smoothing_window(int(m["step"].max()))
-    fig, axes = new_figure(width=5.2 * len(panels) + 1.2, panels=len(panels))
+    fig, axes = new_figure(width=COLUMN_IN * len(shown), panels=len(shown))
     counts: dict[str, int] = {}
-    for ax, panel in zip(axes, panels):
-        for s in (s for s in panel.series if has_data(m, s.column)):
-            band, n = band_by_step(m, s.column, window), runs_per_arm(m, s.column)
-            for arm in ordered_arms(comparison.arms, band["arm"].unique()):
-                label = f"{arm}{' ' + s.label if s.label else ''} (n={n[arm]})"
-                draw_band(ax, band[band["arm"] == arm], "step", colors.get(arm, "k"), label, s.linestyle)
-                counts[arm] = max(counts.get(arm, 0), n[arm])
-            if panel.ylim is None and use_log_scale(band["mean"]):
-                ax.set_yscale("log")
-        if panel.ylim is not None:
-            lo, hi = (a if a is not None else b for a, b in zip(panel.ylim, ax.get_ylim()))
-            ax.set_ylim(lo - 0.02 * (hi - lo) * (panel.ylim[1] is None), hi)  # a zero floor stays visible
-        ax.set_xlabel("step")
-        ax.set_ylabel(panel.ylabel)
+    for ax, (panel, keep) in zip(axes, shown):
+        _draw_panel(ax, m, panel, keep, window, counts, comparison.arms)
         if phases:
-            shade_phases(ax, m, colors)
-    legend(axes[-1], loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.suptitle(title, fontsize=11)
+            shade_phases(ax, m, arm_colors(comparison.arms))
+    legend_below(fig, None)
     smoothing = f" Each run smoothed with a centred {window}-step rolling mean." if window > 1 else ""
-    return [save(fig, out_dir, key, title, f"{what} {seeds_phrase(counts)}{smoothing}", paper_ref)]
+    caption = f"{what} {seeds_phrase(counts)}{smoothing}"
+    if flat:
+        caption += f" Not drawn: {'; '.join(flat)}."
+    return [save(fig, out_dir, key, title, caption, paper_ref)]
 
 
-def eval_curves(comparison: Comparison, out_dir: Path) -> list[Figure]:
-    """Fig. 3: in-training evaluation (avg@k) against trajectories trained and against wall
-    time, two files per benchmark; step 0 is the evaluation before training."""
-    m = comparison.metrics
-    benches = [b.group(1) for b in map(EVAL_KEY.match, m.columns) if b and has_data(m, b.group(0))]
-    if not benches or "step" not in m:
-        return []
-    budget = [c for c in ("budget/trajectories", "budget/elapsed_s") if c in m]
-    m = m.sort_values(["run", "step"])
-    filled = m.groupby("run")[budget].ffill().fillna(0.0) if budget else m[[]]
-    figures = []
-    for bench in benches:
-        column = f"eval/{bench}/avg_at_k"
-        points = pd.concat([m[["arm", "run", column]], filled], axis=1).rename(columns={column: "y"})
-        for x, xname, xlabel in (
-            ("budget/trajectories", "trajectories", "trajectories trained"),
-            ("budget/elapsed_s", "time", "training wall time (s)"),
-        ):
-            if x in points:
-                figures += _eval_figure(comparison, out_dir, bench, points, x, xname, xlabel)
-    return figures
+def _draw_panel(ax, m, panel: Panel, keep, window: int, counts: dict, arms: list[str]) -> None:
+    """One panel of `step_figure`: its (series, arm) pairs, its scale and limits."""
+    scale = 100.0 if panel.percent else 1.0
+    for s in dict.fromkeys(s for s, _ in keep):
+        band, n = band_by_step(m, s.column, window), runs_per_arm(m, s.column)
+        seeds = smoothed_runs(m, s.column, window).rename(columns={s.column: "y"})
+        for arm in ordered_arms(arms, [a for t, a in keep if t == s]):
+            label = f"{arm}{' ' + s.label if s.label else ''} (n={n[arm]})"
+            mine = seeds[seeds["arm"] == arm]
+            draw_arm(ax, band[band["arm"] == arm], "step", arm_style(arm), label, mine, scale, s.linestyle)
+            counts[arm] = max(counts.get(arm, 0), n[arm])
+        if panel.ylim is None and use_log_scale(band["mean"]):
+            ax.set_yscale("log")
+    if panel.ylim is not None:
+        lo, hi = (a if a is not None else b for a, b in zip(panel.ylim, ax.get_ylim()))
+        ax.set_ylim(lo - 0.02 * (hi - lo) * (panel.ylim[1] is None), hi)  # a zero floor stays visible
+    ax.set_xlabel("learner step")
+    ax.set_ylabel(panel.ylabel + (" (%)" if panel.percent else ""))
 
 
-def _eval_figure(
-    comparison: Comparison, out_dir: Path, bench: str, points: pd.DataFrame, x: str, xname: str, xlabel: str
-) -> list[Figure]:
-    """One benchmark's evaluation curves against one x (see `eval_curves`)."""
-    band = band_on_grid(points[["arm", "run", x, "y"]], x, "y")
-    if band.empty:
-        return []
-    colors, k = arm_colors(comparison.arms), _eval_k(comparison)
-    fig, (ax,) = new_figure()
-    counts = band.groupby("arm")["n"].max().to_dict()
-    for arm in ordered_arms(comparison.arms, counts):
-        draw_band(
-            ax,
-            band[band["arm"] == arm],
-            x,
-            colors.get(arm, "k"),
-            f"{arm} (n={counts[arm]})",
-            marker="o" if xname == "trajectories" else None,
-        )
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(f"{bench} avg@{k}")
-    legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    title = f"{bench}: evaluation accuracy vs {'trajectories trained' if xname == 'trajectories' else 'wall time'}"
-    ax.set_title(title, fontsize=11)
-    caption = (
-        f"In-training evaluation on {bench}: avg@{k} (correctness averaged over {k} samples per problem) "
-        f"against {xlabel} ({x}; 0 = the evaluation before the first step). Seeds are interpolated "
-        f"onto a common x grid where they all have data. {seeds_phrase(counts)}"
-    )
-    return [save(fig, out_dir, f"fig3_eval_vs_{xname}_{bench}", title, caption, "Fig. 3")]
-
-
-def _eval_k(comparison: Comparison) -> str:
-    """The comparison's evaluation k, or 'k' when unknown or not one value."""
-    ks = {spec.get("eval", {}).get("k") for spec in comparison.specs}
-    return str(ks.pop()) if len(ks) == 1 and None not in ks else "k"
-
-
+@styled
 def critic_figures(comparison: Comparison, out_dir: Path) -> list[Figure]:
     """Fig. 4a (critic explained variance) and Fig. 4b (critic grad norm) by step, every arm with a critic."""
     ev = step_figure(
@@ -186,6 +165,7 @@ def critic_figures(comparison: Comparison, out_dir: Path) -> list[Figure]:
     return ev + gn
 
 
+@styled
 def clip_ratio(comparison: Comparison, out_dir: Path) -> list[Figure]:
     """Fig. 4c: DIS's masked-token fraction (solid) and PPO-style clip fraction (dashed) by step."""
     series = (Series("policy/masked_frac", "masked (DIS)", "-"), Series("policy/clip_frac", "clipped", "--"))
@@ -195,19 +175,20 @@ def clip_ratio(comparison: Comparison, out_dir: Path) -> list[Figure]:
         key="fig4c_clip_ratio",
         paper_ref="Fig. 4c",
         title="Token clip ratio",
-        panels=(Panel("fraction of action tokens", series, (0.0, None)),),
+        panels=(Panel("share of action tokens", series, (0.0, None), percent=True),),
         what="Fraction of action tokens outside the trust region by learner step: DIS's masked fraction "
         "(policy/masked_frac, solid; the paper's clip ratio) and the clipped fraction of a PPO-style "
         "clipped surrogate (policy/clip_frac, dashed: PPO, VAPO, GRPO), arms that log either.",
     )
 
 
+@styled
 def length_figure(comparison: Comparison, out_dir: Path) -> list[Figure]:
     """Beyond the paper: mean response length and truncated share by step (a collapse shows
     as lengths running to the limit and the truncated share rising)."""
     panels = (
         Panel("action tokens per trajectory", (Series("rollout/action_tokens_mean"),)),
-        Panel("truncated fraction", (Series("rollout/truncated_frac"),), ylim=(-0.02, 1.02)),
+        Panel("truncated", (Series("rollout/truncated_frac"),), ylim=(0.0, None), percent=True),
     )
     return step_figure(
         comparison,
@@ -220,6 +201,7 @@ def length_figure(comparison: Comparison, out_dir: Path) -> list[Figure]:
     )
 
 
+@styled
 def drift_figures(comparison: Comparison, out_dir: Path) -> list[Figure]:
     """Fig. 5a (training reward) and Fig. 5b (share following the phase's label rule) by step
     for runs of a drifting task, phases shaded."""
@@ -240,7 +222,7 @@ def drift_figures(comparison: Comparison, out_dir: Path) -> list[Figure]:
         metrics=drift,
         phases=True,
         title="Online drift: training reward",
-        panels=(Panel("reward", (Series("reward/mean"),), (-0.02, 1.02)),),
+        panels=(Panel("training reward", (Series("reward/mean"),), (-2.0, 102.0), percent=True),),
         what=f"Mean training reward (reward/mean) per step on the drifting task. {phase_note}",
     )
     style = step_figure(
@@ -251,7 +233,7 @@ def drift_figures(comparison: Comparison, out_dir: Path) -> list[Figure]:
         metrics=drift,
         phases=True,
         title="Online drift: share following the current rule",
-        panels=(Panel("label share", (Series("reward/style"),), (-0.02, 1.02)),),
+        panels=(Panel("label share", (Series("reward/style"),), (-2.0, 102.0), percent=True),),
         what=f"Share of trajectories whose answer follows the current phase's rule (reward/style) per "
         f"step (a policy that adapts drops at each switch and climbs back within the phase). {phase_note}",
     )

@@ -88,12 +88,22 @@ def assess(root: Path) -> list[Verdict]:
         if claim.reference not in references:  # several claims share one reference comparison
             references[claim.reference] = Reference(root / claim.reference)
         evidence.append(references[claim.reference].evidence(claim))
+    budgets = [references[c.reference].budget_and_tuning for c in CLAIMS]
+    computes = [compute_comparison(references[c.reference].runs, c.arm, c.other) for c in CLAIMS]
+    return judge(CLAIMS, evidence, budgets, computes)
+
+
+def judge(claims, evidence: list[Evidence | None], budgets: list[str], computes: list[str]) -> list[Verdict]:
+    """The verdict of each claim from its evidence (rules 1-3 of the module docstring), with its
+    budget and how its arms' compute compares (`compute_comparison`) as given: the primary
+    claims among `claims` that have evidence are the Holm family. `assess` judges the paper's
+    claims over the reference root; a report (`results.report.bottom_line`) its own claims."""
     p = [_combined_p(ev) for ev in evidence]
-    family = [i for i, c in enumerate(CLAIMS) if c.primary and not math.isnan(p[i])]
+    family = [i for i, c in enumerate(claims) if c.primary and not math.isnan(p[i])]
     adjusted = dict(zip(family, holm([p[i] for i in family]))) if family else {}
     levels = dict(zip(family, holm_levels([p[i] for i in family], ALPHA))) if family else {}
     out = []
-    for i, (claim, ev) in enumerate(zip(CLAIMS, evidence)):
+    for i, (claim, ev) in enumerate(zip(claims, evidence)):
         level = levels.get(i, ALPHA)
         boot = welch = None
         mde = math.nan
@@ -105,21 +115,9 @@ def assess(root: Path) -> list[Verdict]:
             mde_alpha = ALPHA / len(family) if i in levels else ALPHA
             mde = row_mde(w95["se"], w95["df"], *ev.boot, alpha=mde_alpha)
         finding = _finding(ev, boot, welch, adjusted.get(i))
-        ref = references[claim.reference]
-        compute = compute_comparison(ref.runs, claim.arm, claim.other)
         out.append(
             Verdict(
-                claim,
-                ev,
-                ref.budget_and_tuning,
-                compute,
-                level,
-                p[i],
-                adjusted.get(i),
-                boot,
-                welch,
-                mde,
-                finding,
+                claim, ev, budgets[i], computes[i], level, p[i], adjusted.get(i), boot, welch, mde, finding
             )
         )
     return out
@@ -178,7 +176,7 @@ def _adjusted_text(v: Verdict) -> str:
     return f"< {text}" if v.p_is_floor else text
 
 
-def _verdict_text(v: Verdict) -> str:
+def verdict_text(v: Verdict) -> str:
     """The finding with its p: Holm's for a primary row, the label "exploratory" otherwise."""
     if v.finding in (Finding.NOT_RUN, Finding.NEEDS_RERUN):
         return str(v.finding)
@@ -210,7 +208,7 @@ def verdict_rows(root: Path, link_prefix: str = "") -> list[dict[str, str]]:
             "paper": paper_text(claim),
         }
         row.update(dict.fromkeys(_FULL_COLUMNS[3:], "-"))
-        row["verdict"] = _verdict_text(v)
+        row["verdict"] = verdict_text(v)
         if ev is not None:
             welch = ev.welch() if ev.has_seed_level else None
             row.update(
@@ -278,7 +276,7 @@ def compact_rows(root: Path, link_prefix: str = "") -> list[dict[str, str]]:
             {
                 "claim": claim.label,
                 "difference [interval]": interval,
-                "verdict": _verdict_text(v),
+                "verdict": verdict_text(v),
                 "figure": link,
             }
         )

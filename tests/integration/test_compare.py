@@ -5,6 +5,7 @@ reported as failed, and (with a PostgreSQL server) two "machines" share one comp
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -89,18 +90,38 @@ def _assert_each_run_completed_once(out: Path, runs: list[str], storage: str = "
         assert (out / "runs" / run / "evals" / "final" / "arith.jsonl").exists()
 
 
+def _tensorboard_scalars(path: Path) -> set[str]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(path))
+    acc.Reload()
+    return set(acc.Tags()["scalars"])
+
+
 def test_two_workers_finish_the_grid_once_and_the_report_is_written(base_checkpoint, tmp_path):
     out = tmp_path / "cmp"
-    res = _compare(*_args(base_checkpoint, out, "--workers", "2"))
+    tensorboard = importlib.util.find_spec("tensorboard") is not None  # CI installs it
+    trackers = ("--set", "report_to=tensorboard") if tensorboard else ()
+    res = _compare(*_args(base_checkpoint, out, "--workers", "2", *trackers))
     assert res.returncode == 0, res.stdout + res.stderr
     _assert_each_run_completed_once(out, ["sao-s0", "sao-s1", "grpo-s0", "grpo-s1"])
+    if tensorboard:  # laid out by arm and seed, with the final evaluation and the report's numbers
+        scalars = _tensorboard_scalars(out / "tensorboard" / "sao" / "s1")
+        assert {
+            "reward/mean",
+            "final/arith/avg_at_k",
+            "report/arith/score",
+            "report/arith/diff_vs_grpo",
+        } <= scalars
     assert "sao" in res.stdout and "vs grpo" in res.stdout and "report:" in res.stdout
+    # off a terminal the live view is one line per event, read from the runs' files
+    assert "] sao-s0: running" in res.stdout and "] grpo-s1: finished: arith " in res.stdout
     for name in ("scores", "differences", "budget", "runs", "per_seed"):
         for ext in ("md", "csv", "tex"):
             assert (out / "report" / "tables" / f"{name}.{ext}").stat().st_size > 0
     assert (out / "report" / "index.html").exists()
-    # running it again resumes a finished comparison: nothing is trained twice
-    res = _compare(*_args(base_checkpoint, out, "--workers", "2"))
+    # running it again (the same arguments) resumes a finished comparison: nothing is trained twice
+    res = _compare(*_args(base_checkpoint, out, "--workers", "2", *trackers))
     assert res.returncode == 0, res.stderr
     assert all(json.loads(p.read_text())["attempts"] == 1 for p in (out / "status").glob("*.json"))
     res = subprocess.run(

@@ -189,3 +189,164 @@ def test_a_resumed_run_continues_its_mlflow_run(offline):
         trackers.close()
     assert ids[0] == ids[1]
     assert [m.step for m in MlflowClient().get_metric_history(ids[0], "reward/mean")] == [1, 2]
+
+
+# ---- a comparison's runs, grouped; numbers about the finished run ---------------------------------
+
+
+def _comparison_run(root: Path) -> Path:
+    """The run `ppo_vapo-s1` of a comparison directory `cmp` (arm `ppo:vapo`, seed 1)."""
+    import json
+
+    out = root / "cmp"
+    (out / "runs" / "ppo_vapo-s1").mkdir(parents=True)
+    (out / "comparison.json").write_text(json.dumps({"arms": [{"name": "ppo:vapo"}], "seeds": [1]}))
+    return out / "runs" / "ppo_vapo-s1"
+
+
+def _group_tensorboard(run_dir: Path, tracker) -> dict:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir.parent.parent / "tensorboard" / "ppo_vapo" / "s1"))
+    acc.Reload()
+    final = [(e.step, e.value) for e in acc.Scalars("final/arith/avg_at_k")]
+    return {"grouped": len(acc.Scalars("reward/mean")) == 2, "final": final}
+
+
+def _group_wandb(run_dir: Path, tracker) -> dict:
+    import time
+
+    wanted = (b"cmp", b"ppo:vapo-s1", b"final/arith/avg_at_k")
+    deadline = time.monotonic() + 20
+    while True:
+        data = b"".join(p.read_bytes() for p in run_dir.glob("wandb/offline-run-*/run-*.wandb"))
+        if all(key in data for key in wanted) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    grouped = b"cmp" in data and b"ppo:vapo-s1" in data and b"arm:ppo:vapo" in data
+    return {"grouped": grouped, "final": [(2, 0.5)] if b"final/arith/avg_at_k" in data else []}
+
+
+def _group_trackio(run_dir: Path, tracker) -> dict:
+    from trackio.sqlite_storage import SQLiteStorage
+
+    project = os.environ["TRACKIO_PROJECT"]
+    config = SQLiteStorage.get_run_config(project, "ppo:vapo-s1") or {}
+    logs = SQLiteStorage.get_logs(project, "ppo:vapo-s1")
+    final = [(row["step"], row["final/arith/avg_at_k"]) for row in logs if "final/arith/avg_at_k" in row]
+    return {"grouped": config.get("_Group") == "cmp", "final": final}
+
+
+def _group_mlflow(run_dir: Path, tracker) -> dict:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    experiment = client.get_experiment_by_name("cmp")
+    (run,) = client.search_runs([experiment.experiment_id])
+    tags = run.data.tags
+    grouped = (tags["mlflow.runName"], tags["bench.arm"], tags["bench.seed"]) == (
+        "ppo:vapo-s1",
+        "ppo:vapo",
+        "1",
+    )
+    final = [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "final/arith/avg_at_k")]
+    return {"grouped": grouped, "final": final}
+
+
+GROUP_READERS = {
+    "tensorboard": _group_tensorboard,
+    "wandb": _group_wandb,
+    "trackio": _group_trackio,
+    "mlflow": _group_mlflow,
+}
+
+
+@pytest.mark.parametrize("name", list(GROUP_READERS))
+def test_a_comparisons_run_is_grouped_and_its_final_numbers_follow_it(name, offline):
+    import json
+
+    from bench.trackers.final import log_to_run
+
+    requires(name)
+    run_dir = _comparison_run(offline)
+    config = {**CONFIG, "seed": 1, "report_to": name}
+    (run_dir / "config.json").write_text(json.dumps(config))
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    trackers = open_trackers(name, run_dir, config)
+    adapter = trackers.adapters[name]
+    for record in RECORDS:
+        trackers.log(record)
+    trackers.close()
+    assert log_to_run(run_dir, {"final/arith/avg_at_k": 0.5, "final/arith/nan": float("nan")})
+    found = GROUP_READERS[name](run_dir, adapter)
+    assert found["grouped"], f"{name}: the run is not grouped as its comparison"
+    assert found["final"] == [(2, 0.5)]  # at the run's last step, in the same tracker run
+
+
+def test_a_final_evaluation_into_a_runs_evals_goes_to_its_trackers(tmp_path, monkeypatch):
+    import bench.trackers.final as final
+
+    sent = []
+    monkeypatch.setattr(final, "log_to_run", lambda run, metrics: sent.append((run, metrics)) or True)
+    run = tmp_path / "run"
+    (run / "evals" / "final").mkdir(parents=True)
+    (run / "config.json").write_text("{}")
+    summary = {
+        "benchmark": "arith",
+        "k": 2,
+        "avg_at_k": 0.25,
+        "pass_at_k": {"1": 0.25, "2": 0.4},
+        "ci95": [0.1, 0.4],
+        "mean_tokens": 12.0,
+    }
+    assert final.log_final_evaluation(run / "evals" / "final", [summary])
+    ((where, metrics),) = sent
+    assert (
+        where == run.resolve()
+        and metrics["final/arith/avg_at_k"] == 0.25
+        and metrics["final/arith/pass_at_2"] == 0.4
+    )
+    assert not final.log_final_evaluation(tmp_path / "elsewhere", [summary])  # not a run's evaluation
+
+
+def test_the_reports_headline_numbers_are_each_arms_own():
+    import pandas as pd
+
+    from bench.trackers.final import report_metrics
+
+    scores = pd.DataFrame(
+        {
+            "arm": ["sao", "grpo"],
+            "benchmark": ["arith"] * 2,
+            "mean": [0.6, 0.5],
+            "ci_low": [0.5, 0.4],
+            "ci_high": [0.7, 0.6],
+        }
+    )
+    diffs = pd.DataFrame(
+        {
+            "arm": ["sao"],
+            "baseline": ["grpo"],
+            "benchmark": ["arith"],
+            "diff": [0.1],
+            "ci_low": [0.02],
+            "ci_high": [0.18],
+            "welch_low": [0.01],
+            "welch_high": [0.19],
+        }
+    )
+    assert report_metrics("sao", scores, diffs) == {
+        "report/arith/score": 0.6,
+        "report/arith/score_ci_low": 0.5,
+        "report/arith/score_ci_high": 0.7,
+        "report/arith/diff_vs_grpo": 0.1,
+        "report/arith/diff_vs_grpo_ci_low": 0.02,
+        "report/arith/diff_vs_grpo_ci_high": 0.18,
+        "report/arith/diff_vs_grpo_seed_ci_low": 0.01,
+        "report/arith/diff_vs_grpo_seed_ci_high": 0.19,
+    }
+    assert set(report_metrics("grpo", scores, diffs)) == {
+        "report/arith/score",
+        "report/arith/score_ci_low",
+        "report/arith/score_ci_high",
+    }

@@ -25,8 +25,9 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def _metrics(arm: str, seed: int, steps: int, eval_every: int) -> list[dict]:
-    """metrics.jsonl of one synthetic run: a step-0 evaluation line, then one line per step."""
+def _metrics(arm: str, seed: int, steps: int, eval_every: int, flops: bool = False) -> list[dict]:
+    """metrics.jsonl of one synthetic run: a step-0 evaluation line, then one line per step (with
+    `flops`, the cumulative model FLOPs as the compute counting writes them, `budget/flops`)."""
     rng = np.random.default_rng(zlib.crc32(f"{arm}-{seed}".encode()))
     rows, elapsed = [{"step": 0, "eval/arith/avg_at_k": 0.3, "eval/arith/n_operands=2/avg_at_k": 0.5}], 0.0
     for step in range(1, steps + 1):
@@ -40,6 +41,8 @@ def _metrics(arm: str, seed: int, steps: int, eval_every: int) -> list[dict]:
             "budget/trajectories": float(PER_STEP * step),
             "budget/elapsed_s": elapsed,
         }
+        if flops:
+            row["budget/flops"] = 3.0e12 * step * (2.5 if CRITIC.get(arm, False) else 1.0)
         if CRITIC.get(arm, False):
             row["value/explained_variance"] = step / steps - 0.2 * rng.random()
             row["value/grad_norm"] = 2.0 + rng.random()
@@ -113,9 +116,11 @@ def write_comparison(
     eval_every: int = 10,
     timeline: bool = True,
     final_eval: tuple[int, int] | None = None,
+    flops: bool = False,
 ) -> Path:
     """A synthetic comparison directory (see the module docstring); returns `out`. With
-    `final_eval=(n_problems, k)` each run also has its final evaluation on arith."""
+    `final_eval=(n_problems, k)` each run also has its final evaluation on arith; with `flops`
+    its metrics count model FLOPs."""
     spec = {
         "task": "arith",
         "arms": [{"name": a, "algo": a} for a in arms],
@@ -131,7 +136,7 @@ def write_comparison(
             run.mkdir(parents=True)
             (run / "config.json").write_text(json.dumps({"algo": arm, "seed": seed, "task": "arith"}))
             (run / "env.json").write_text(json.dumps({"git_commit": "0" * 40}))
-            write_jsonl(run / "metrics.jsonl", _metrics(arm, seed, steps, eval_every))
+            write_jsonl(run / "metrics.jsonl", _metrics(arm, seed, steps, eval_every, flops))
             if timeline:
                 write_jsonl(run / "timeline.jsonl", _timeline(steps, seed))
             if final_eval is not None:

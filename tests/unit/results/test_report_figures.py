@@ -1,5 +1,8 @@
-"""`results.report` figures: each writes a PNG and an SVG when the runs have its data, and
-nothing (without an error) when they do not."""
+"""`results.report` figures: each writes a PNG (300 dpi), an SVG and a PDF (TrueType fonts
+embedded) at a paper width, with no title inside, when the runs have its data, and nothing
+(without an error) when they do not; series that are one value throughout are named in the
+caption instead of drawn; an arm has the same colour in every report; curve bands are bootstrap
+intervals over seeds."""
 
 from __future__ import annotations
 
@@ -10,22 +13,28 @@ import pandas as pd
 import pytest
 
 from results.comparison import load
+from results.report.bands import band_by_step, band_on_grid, bootstrap_band
+from results.report.curves import learning_curves
 from results.report.figures import final_scores_figure, write_figures
 from results.report.figures_runs import rollout_timeline, staleness_histogram, timeline_frame
 from results.report.figures_training import (
     clip_ratio,
     critic_figures,
     drift_figures,
-    eval_curves,
     length_figure,
 )
-from results.report.plotting import band_by_step, band_on_grid
+from results.report.plotting import COLUMN_IN, DPI, TEXT_IN
 from results.report.stability import survival_figure
 
-from .synthetic_runs import final_scores_frame
+from .synthetic_runs import final_scores_frame, write_comparison, write_jsonl
 
 FUNCTIONS = {
-    eval_curves: ["fig3_eval_vs_trajectories_arith", "fig3_eval_vs_time_arith"],
+    learning_curves: [
+        "reward_vs_trajectories",
+        "reward_vs_time",
+        "fig3_eval_vs_trajectories_arith",
+        "fig3_eval_vs_time_arith",
+    ],
     critic_figures: ["fig4a_critic_explained_variance", "fig4b_critic_grad_norm"],
     clip_ratio: ["fig4c_clip_ratio"],
     drift_figures: ["fig5a_drift_reward", "fig5b_drift_label_share"],
@@ -36,19 +45,106 @@ FUNCTIONS = {
 }
 
 
+def _png_size_and_dpi(path) -> tuple[int, float]:
+    """(width in pixels, dots per inch) from a PNG's IHDR and pHYs chunks."""
+    data = path.read_bytes()
+    width = int.from_bytes(data[16:20], "big")
+    at = data.index(b"pHYs")
+    per_metre = int.from_bytes(data[at + 4 : at + 8], "big")
+    return width, per_metre * 0.0254
+
+
 def _assert_written(figure) -> None:
     assert figure.png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and figure.png.stat().st_size > 2000
     assert "<svg" in figure.svg.read_text()[:2000]
+    pdf = figure.pdf.read_bytes()
+    assert pdf[:5] == b"%PDF-" and b"/FontFile2" in pdf and b"/Type3" not in pdf  # TrueType embedded
+    width, dpi = _png_size_and_dpi(figure.png)
+    assert round(dpi) == DPI and min(abs(width / DPI - w) for w in (COLUMN_IN, 2 * COLUMN_IN, TEXT_IN)) < 0.02
     assert figure.caption and figure.title
 
 
 @pytest.mark.parametrize("make", list(FUNCTIONS), ids=lambda f: f.__name__)
-def test_each_figure_writes_png_and_svg_when_the_runs_have_its_data(make, synthetic_dirs, tmp_path):
+def test_each_figure_writes_png_svg_and_pdf_when_the_runs_have_its_data(make, synthetic_dirs, tmp_path):
     figures = make(load(synthetic_dirs), tmp_path)
     assert [f.key for f in figures] == FUNCTIONS[make]
     for figure in figures:
         _assert_written(figure)
-        assert figure.png.parent == tmp_path and figure.png.stem == figure.key == figure.svg.stem
+        assert (
+            figure.png.parent == tmp_path
+            and figure.png.stem == figure.key == figure.svg.stem == figure.pdf.stem
+        )
+
+
+def _drawn(monkeypatch, module) -> list:
+    """The matplotlib figures that `module`'s `save` is given (recorded, then saved as usual)."""
+    drawn, real_save = [], module.save
+    monkeypatch.setattr(module, "save", lambda fig, *a, **k: drawn.append(fig) or real_save(fig, *a, **k))
+    return drawn
+
+
+def test_no_figure_draws_a_title_inside_itself(synthetic_dirs, tmp_path, monkeypatch):
+    from results.report import curves, figures, figures_runs, figures_training
+
+    drawn = [_drawn(monkeypatch, m) for m in (curves, figures, figures_runs, figures_training)]
+    write_figures(load(synthetic_dirs), tmp_path, final_scores_frame())
+    figs = [f for d in drawn for f in d]
+    assert len(figs) >= 10
+    for fig in figs:
+        assert fig._suptitle is None and not any(ax.get_title() for ax in fig.axes)
+
+
+def test_against_flops_where_the_runs_counted_them(tmp_path):
+    out = write_comparison(tmp_path / "cmp", arms=("sao", "grpo"), seeds=(0, 1, 2), steps=12, flops=True)
+    keys = [f.key for f in learning_curves(load([out]), tmp_path / "figs")]
+    assert "reward_vs_flops" in keys and "fig3_eval_vs_flops_arith" in keys
+    assert keys.index("reward_vs_trajectories") < keys.index("reward_vs_flops") < keys.index("reward_vs_time")
+
+
+def test_a_series_with_one_value_throughout_is_named_not_drawn(tmp_path, monkeypatch):
+    from results.report import figures_training
+
+    out = write_comparison(
+        tmp_path / "cmp", arms=("sao", "grpo", "ppo"), seeds=(0, 1), steps=8, timeline=False
+    )
+    for run in ("grpo-s0", "grpo-s1", "ppo-s0", "ppo-s1"):  # a clip that cannot act: 0 at every step
+        path = out / "runs" / run / "metrics.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        write_jsonl(path, [{**r, "policy/clip_frac": 0.0} if "policy/clip_frac" in r else r for r in rows])
+    for run in (out / "runs").iterdir():  # nothing was ever truncated
+        path = run / "metrics.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        write_jsonl(
+            path, [{**r, "rollout/truncated_frac": 0.0} if "rollout/truncated_frac" in r else r for r in rows]
+        )
+    drawn = _drawn(monkeypatch, figures_training)
+    (clip,) = clip_ratio(load([out]), tmp_path / "figs")
+    labels = [line.get_label() for ax in drawn[0].axes for line in ax.get_lines()]
+    assert any(label.startswith("sao masked") for label in labels)
+    assert not any(label.startswith(("grpo", "ppo")) for label in labels)
+    assert "grpo clipped (policy/clip_frac = 0% at every step)" in clip.caption
+    assert "ppo clipped (policy/clip_frac = 0% at every step)" in clip.caption
+    (length,) = length_figure(load([out]), tmp_path / "figs")
+    assert len(drawn[1].axes) == 1  # the all-zero truncation panel is dropped
+    assert "sao (rollout/truncated_frac = 0% at every step)" in length.caption
+    _assert_written(length)
+
+
+def test_a_learning_curve_draws_an_arm_whose_score_never_moved(tmp_path, monkeypatch):
+    from results.report import curves
+
+    out = write_comparison(tmp_path / "cmp", arms=("sao", "grpo"), seeds=(0, 1), steps=8, eval_every=2)
+    for run in ("sao-s0", "sao-s1"):  # sao's held-out score stays where it started: a result
+        path = out / "runs" / run / "metrics.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        write_jsonl(
+            path, [{**r, "eval/arith/avg_at_k": 0.3} if "eval/arith/avg_at_k" in r else r for r in rows]
+        )
+    drawn = _drawn(monkeypatch, curves)
+    figures = learning_curves(load([out]), tmp_path / "figs")
+    (i,) = [i for i, f in enumerate(figures) if f.key == "fig3_eval_vs_trajectories_arith"]
+    labels = {line.get_label() for line in drawn[i].axes[0].get_lines()}
+    assert {"sao (n=2)", "grpo (n=2)"} <= labels
 
 
 # the survival figure needs only the reward the bare runs log: it is drawn for them
@@ -68,8 +164,6 @@ def test_the_survival_figure_needs_runs_that_trained(tmp_path):
 
 
 def test_without_a_timeline_the_staleness_histogram_falls_back_to_the_per_step_means(tmp_path):
-    from .synthetic_runs import write_comparison
-
     out = write_comparison(tmp_path / "cmp", arms=("grpo",), seeds=(0,), steps=6, timeline=False)
     (figure,) = staleness_histogram(load([out]), tmp_path / "figs")
     _assert_written(figure)
@@ -100,15 +194,54 @@ def test_write_figures_gives_every_figure_in_paper_order_with_captions_naming_ba
 ):
     figures = write_figures(load(synthetic_dirs), tmp_path, final_scores_frame())
     keys = [f.key for f in figures]
-    assert keys[:3] == ["fig1_final_scores", "fig2_rollout_timeline", "fig3_eval_vs_trajectories_arith"]
+    assert keys[:3] == ["fig1_final_scores", "fig2_rollout_timeline", "reward_vs_trajectories"]
     assert set(keys) == {"fig1_final_scores", *(k for ks in FUNCTIONS.values() for k in ks)}
-    assert len(list(tmp_path.glob("*.png"))) == len(list(tmp_path.glob("*.svg"))) == len(figures)
-    curves = [f for f in figures if f.key.startswith(("fig3", "fig4", "fig5", "length"))]
-    assert all("min-max over seeds" in f.caption or "no band" in f.caption for f in curves)
+    n = len(figures)
+    assert (
+        len(list(tmp_path.glob("*.png")))
+        == len(list(tmp_path.glob("*.svg")))
+        == len(list(tmp_path.glob("*.pdf")))
+        == n
+    )
+    curves = [f for f in figures if f.key.startswith(("fig3", "fig4", "fig5", "length", "reward"))]
+    assert all(
+        "bootstrap interval of the mean over seeds" in f.caption or "no band" in f.caption for f in curves
+    )
+    assert not any("min-max" in f.caption for f in figures)
     assert all(f.paper_ref for f in figures if f.key.startswith("fig"))
+    assert {f.section for f in figures if f.key.startswith(("fig3", "reward"))} == {"curves"}
 
 
-def test_band_by_step_takes_mean_min_max_over_seeds_at_each_step():
+def test_an_arm_has_the_same_colour_in_two_reports_whatever_the_other_arms(tmp_path, monkeypatch):
+    from results.report import curves
+
+    drawn = _drawn(monkeypatch, curves)
+    colours = []
+    for name, arms in (("a", ("sao", "grpo", "ppo")), ("b", ("grpo", "grpo+dis"))):
+        out = write_comparison(tmp_path / name, arms=arms, seeds=(0,), steps=6, timeline=False)
+        drawn.clear()
+        learning_curves(load([out]), tmp_path / f"figs-{name}")
+        lines = drawn[0].axes[0].get_lines()
+        colours.append(
+            {line.get_label().split(" (")[0]: line.get_color() for line in lines if "(n=" in line.get_label()}
+        )
+    assert colours[0]["grpo"] == colours[1]["grpo"] == "#E69F00"
+    assert colours[1]["grpo+dis"] != colours[1]["grpo"] and colours[0]["sao"] != colours[0]["ppo"]
+
+
+def test_the_built_in_arms_have_distinct_colour_blind_safe_styles_and_any_name_a_stable_one():
+    from results.report.plotting import FIXED_STYLES, arm_style
+
+    assert len({s.color for s in FIXED_STYLES.values()}) == len(FIXED_STYLES)
+    assert len({s.marker for s in FIXED_STYLES.values()}) == len(FIXED_STYLES)
+    green, red = ("#2ca02c", "#009E73", "#117733"), ("#d62728", "#D55E00", "#CC6677")
+    pair = {arm_style("grpo").color, arm_style("grpo+dis").color}
+    assert not (pair & set(green) and pair & set(red))  # the key contrast is never red against green
+    assert arm_style("my-plugin:fast") == arm_style("my-plugin:fast")  # a function of the name alone
+    assert arm_style("my-plugin:fast").color.startswith("#")
+
+
+def test_band_by_step_takes_the_mean_and_its_bootstrap_interval_over_seeds_at_each_step():
     m = pd.DataFrame(
         {
             "arm": ["a"] * 4 + ["b"] * 2,
@@ -118,11 +251,27 @@ def test_band_by_step_takes_mean_min_max_over_seeds_at_each_step():
         }
     )
     band = band_by_step(m, "x").set_index(["arm", "step"])
+    # two seeds 1 and 3: resampled means 1, 2, 3 with chances 1/4, 1/2, 1/4, so the 95% interval is [1, 3]
     assert band.loc[("a", 1)].tolist() == [2.0, 1.0, 3.0, 2]
     assert band.loc[("a", 2)].tolist() == [2.0, 2.0, 2.0, 1]
     assert band.loc[("b", 2), "mean"] == 6.0
     smoothed = band_by_step(m[m["arm"] == "b"], "x", window=2)
     assert smoothed["mean"].tolist() == [5.0, 5.5]
+
+
+def test_the_bootstrap_band_matches_a_slow_loop_over_the_same_resamples():
+    rng = np.random.default_rng(3)
+    ys = rng.normal(size=(5, 7))
+    mean, low, high = bootstrap_band(ys, n_boot=400, seed=11)
+    idx = np.random.default_rng(11).integers(0, 5, size=(400, 5))
+    replicates = np.array([[ys[list(r), g].mean() for g in range(7)] for r in idx])
+    assert mean == pytest.approx(ys.mean(axis=0))
+    assert low == pytest.approx(np.quantile(replicates, 0.025, axis=0))
+    assert high == pytest.approx(np.quantile(replicates, 0.975, axis=0))
+    # more seeds of the same spread give a narrower band (a min-max band would widen)
+    wide = bootstrap_band(rng.normal(size=(4, 1)), seed=0)
+    narrow = bootstrap_band(rng.normal(size=(400, 1)), seed=0)
+    assert (narrow[2] - narrow[1])[0] < (wide[2] - wide[1])[0]
 
 
 def test_band_on_grid_interpolates_seeds_onto_their_common_range():
@@ -136,14 +285,13 @@ def test_band_on_grid_interpolates_seeds_onto_their_common_range():
     )
     band = band_on_grid(points, "t", "y")
     assert band["t"].tolist() == [0.0, 10.0, 16.0]  # 20 lies beyond r1's last point
-    assert band["min"].tolist() == pytest.approx([0.0, 1.0, 1.6])
-    assert band["max"].tolist() == pytest.approx([0.0, 2.0, 3.2])
+    assert band["mean"].tolist() == pytest.approx([0.0, 1.5, 2.4])  # r0 at 16 is 1.6, r1 at 10 is 2.0
+    assert band["ci_low"].tolist() == pytest.approx([0.0, 1.0, 1.6])  # two seeds: the interval spans them
+    assert band["ci_high"].tolist() == pytest.approx([0.0, 2.0, 3.2])
     assert (band["n"] == 2).all()
 
 
 def test_timeline_frame_counts_staleness_from_the_learner_version_at_consumption(tmp_path):
-    from .synthetic_runs import write_comparison
-
     out = write_comparison(tmp_path / "cmp", arms=("grpo",), seeds=(0,), steps=1)
     line = {
         "step": 3,
@@ -160,7 +308,7 @@ def test_timeline_frame_counts_staleness_from_the_learner_version_at_consumption
 def test_the_timeline_panels_share_a_time_axis_that_holds_every_step_label(tmp_path, monkeypatch):
     from results.report import figures_runs
 
-    from .synthetic_runs import _timeline, write_comparison, write_jsonl
+    from .synthetic_runs import _timeline
 
     out = write_comparison(tmp_path / "cmp", arms=("sao", "grpo"), seeds=(0,), steps=12)
     t0 = 1.8e9  # the first arm's steps take three times as long: its window is the longer one
@@ -169,8 +317,7 @@ def test_the_timeline_panels_share_a_time_axis_that_holds_every_step_label(tmp_p
         line["consumed_at"] = t0 + 3 * (line["consumed_at"] - t0)
         line["trajs"] = [[t0 + 3 * (t[0] - t0), t0 + 3 * (t[1] - t0), *t[2:]] for t in line["trajs"]]
     write_jsonl(out / "runs" / "sao-s0" / "timeline.jsonl", slow)
-    drawn, real_save = [], figures_runs.save
-    monkeypatch.setattr(figures_runs, "save", lambda fig, *args: drawn.append(fig) or real_save(fig, *args))
+    drawn = _drawn(monkeypatch, figures_runs)
     rollout_timeline(load([out]), tmp_path / "figs")
     panels = [ax for ax in drawn[0].axes if ax.texts]  # the colour bar has no step labels
     assert len(panels) == 2
