@@ -29,8 +29,11 @@ def checkpoint(tmp_path_factory) -> Path:
     return out
 
 
-def bench_eval(*args: str, cache: Path, cwd: Path, hf_home: Path | None = None, timeout: int = 120):
+def bench_eval(
+    *args: str, cache: Path, cwd: Path, hf_home: Path | None = None, timeout: int = 120, **more_env: str
+):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "BENCH_CACHE_DIR": str(cache)}
+    env.update(more_env)
     if hf_home is not None:  # an empty HF cache: no stray local copy of a hub dataset
         env.update(
             HF_HOME=str(hf_home), HF_HUB_CACHE=str(hf_home / "hub"), HF_DATASETS_CACHE=str(hf_home / "ds")
@@ -162,7 +165,8 @@ def test_swe_verified_says_exactly_what_is_missing(checkpoint, cache_dir, tmp_pa
     # offline: the hub copy is unreachable, and the error names the --data override
     res = bench_eval("--model", str(checkpoint), "--bench", "swe-verified", cache=cache_dir, cwd=tmp_path)
     assert "--data" in _one_line_error(res)
-    # with a local copy of the instances: the episodes need the Docker runtime, which is missing here
+    # with a local copy of the instances: the episodes need the Docker runtime, made missing here
+    # (CI runs a daemon for the docker-marked tests): a socket nothing listens on
     row = {
         "repo": "astropy/astropy",
         "instance_id": "astropy__astropy-12907",
@@ -189,5 +193,6 @@ def test_swe_verified_says_exactly_what_is_missing(checkpoint, cache_dir, tmp_pa
         "verified.json",
         cache=cache_dir,
         cwd=tmp_path,
+        DOCKER_HOST=f"unix://{tmp_path / 'no-docker.sock'}",
     )
     assert "--runtime docker needs" in _one_line_error(res)
