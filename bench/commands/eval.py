@@ -68,9 +68,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--data",
         default=None,
-        metavar="PATH",
-        help="local copy of the benchmark data (csv/json/jsonl/parquet, official columns) instead of its "
-        "pinned source; only with a single --bench",
+        metavar="SOURCE",
+        help="a copy of the benchmark data in its official columns instead of its pinned source: a "
+        "csv/json/jsonl/parquet/arrow file, a dataset directory (save_to_disk) or a hub dataset name "
+        "(split test); only with a single --bench",
     )
     p.add_argument(
         "--out",

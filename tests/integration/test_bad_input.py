@@ -22,6 +22,7 @@ from sweeps.comparison import ComparisonSpec, EvalPlan
 from sweeps.spec import Arm
 
 REPO = Path(__file__).resolve().parents[2]
+BYO = "tests/fixtures/byo"
 
 RUN = [
     (["--algo", "grp"], "did you mean 'grpo'?"),
@@ -74,6 +75,18 @@ RUN = [
         "--resume continues the run in its own directory; drop --out",
     ),
     (["--resume", "{empty}"], "not a run directory (no config.json)"),
+    (
+        ["--task", "math", "--set", "task.dataset=some-org/not-cached"],
+        "dataset 'some-org/not-cached' is not in the local datasets cache and HF_",
+    ),
+    (
+        ["--task", "math", "--set", f"task.dataset={BYO}/trl_sums.jsonl", "--set", "task.answer_column=gold"],
+        "has no column 'gold' (task.answer_column); columns found: prompt, solution",
+    ),
+    (
+        ["--task", "math", "--set", f"task.dataset={BYO}/hub_sums", "--set", "task.split=dev"],
+        "has no split 'dev'; set task.split to one of: train, test",
+    ),
 ]
 
 EVAL = [
@@ -95,6 +108,10 @@ EVAL = [
     ),
     (["--model", "tiny", "--bench", "arith", "--out", "{file}"], "not a directory; name a new directory"),
     (["--model", "tiny", "--bench", "arith", "--out", "{file}/sub"], "is a file); name a new directory"),
+    (
+        ["--model", "tiny", "--bench", "aime25", "--data", f"{BYO}/hub_sums"],
+        "benchmark 'aime25': tests/fixtures/byo/hub_sums row 0 lacks column(s) problem",
+    ),
     (
         ["--model", "{empty}", "--bench", "arith", "--limit", "3", "--out", "{finished}"],
         "holds a finished evaluation with other settings (benchmark, data_hash",
@@ -193,7 +210,7 @@ POWER = [
 
 PRETRAIN = [
     (["--task", "arit"], "did you mean 'arith'?"),
-    (["--task", "math"], "task 'math' needs --set task.data=PATH"),
+    (["--task", "math"], "task 'math' needs --set task.dataset=NAME_OR_PATH"),
     (["--task", "arith", "--set", "steps=3"], "bench pretrain --set takes only task.KEY=VALUE, got 'steps'"),
     (["--task", "arith", "--set", "task.nosuch=1"], "task.nosuch: unknown argument of task 'arith'"),
     (["--task", "arith", "--steps", "5"], "--steps other than the arith recipe's 1000 needs --out DIR"),

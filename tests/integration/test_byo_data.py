@@ -1,0 +1,64 @@
+"""Bringing your own data: a verl parquet, a TRL jsonl and a hub-style `save_to_disk`
+directory each train a few steps of the `math` task from one `bench run` command (a fresh
+tiny model saved as a local transformers directory: its character tokenizer reads the ASCII
+sums of tests/fixtures/byo)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BYO = REPO / "tests" / "fixtures" / "byo"
+
+
+@pytest.fixture(scope="module")
+def fresh_tiny(tmp_path_factory) -> Path:
+    """An untrained tiny model and its tokenizer in a local directory (`--model DIR`)."""
+    from bench.models.tiny import new_tiny_model
+
+    out = tmp_path_factory.mktemp("fresh-tiny")
+    model, tokenizer = new_tiny_model(0)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def bench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "bench.cli", *args], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", ["verl_sums.parquet", "trl_sums.jsonl", "hub_sums"])
+def test_a_dataset_trains_a_few_steps_from_one_command(source, fresh_tiny, tmp_path):
+    out = tmp_path / "run"
+    done = bench(
+        "run",
+        "--task",
+        "math",
+        "--set",
+        f"task.dataset={BYO / source}",
+        "--model",
+        str(fresh_tiny),
+        "--steps",
+        "2",
+        "--out",
+        str(out),
+        "--set",
+        "trajectories_per_step=4",
+        "--set",
+        "max_new_tokens=8",
+        "--set",
+        "engine_slots=4",
+        "--no-progress",
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2]
+    assert json.loads((out / "config.json").read_text())["task_args"]["dataset"] == str(BYO / source)
