@@ -118,7 +118,20 @@ class RunConfig:
     )
     temperature: float = doc("sampling temperature of rollouts", default=1.0)
     top_p: float = doc("nucleus sampling threshold of rollouts", default=1.0)
-    max_new_tokens: int | None = doc("tokens per assistant turn (default: the task's)", default=None)
+    max_new_tokens: int | None = doc(
+        "tokens per assistant turn (default: the task's: arith 160, agent 96, swe 128, math 2,048). "
+        "By model class, what to set: embedded tiny: the task's; SmolLM2-135M/360M-Instruct (2,048/8,192 "
+        "context): 512-1,024; 0.5-8B instruct, no thinking: 2,048-4,096; thinking models (Qwen3 with "
+        "enable_thinking, R1 distills): 16,384-32,768 (the paper evaluates with 32,768; 2,048 cuts most "
+        "thoughts, and a thought never closed has no answer)",
+        default=None,
+    )
+    enable_thinking: bool | None = doc(
+        "Qwen3-style thinking switch passed to the chat template (`enable_thinking=`; none: the template's "
+        "default); thinking tokens are trained on, never graded (only the text after </think> is), and "
+        "counted as rollout/thinking_tokens_mean; a model without a chat template refuses it",
+        default=None,
+    )
     engine_slots: int = doc("concurrent sequences in the rollout engine (continuous batching)", default=64)
     length_buckets: bool = doc(
         "learner forwards run per bucket of rows of similar length (same losses and gradients, "

@@ -57,6 +57,23 @@ def load_model_and_tokenizer(spec: str, dtype: torch.dtype = torch.float32):
     return _load(spec, dtype, local_files_only=False)
 
 
+def load_tokenizer(spec: str):
+    """The tokenizer alone of a model spec, from local files only (`tiny`: the embedded one), or
+    None when it cannot be read without the hub (the model's loading then names the problem)."""
+    from bench.models.offline import OFFLINE_MODELS, ensure_offline_model
+
+    if spec == "tiny":
+        from bench.models.tokenizer import build_tiny_tokenizer
+
+        return build_tiny_tokenizer()
+    try:
+        if spec in OFFLINE_MODELS:
+            spec = str(ensure_offline_model(spec))
+        return AutoTokenizer.from_pretrained(str(Path(spec).expanduser()), local_files_only=True)
+    except (OSError, ValueError):
+        return None
+
+
 def _load(source: str, dtype: torch.dtype, local_files_only: bool):
     try:
         model = AutoModelForCausalLM.from_pretrained(

@@ -87,6 +87,11 @@ RUN = [
         ["--task", "math", "--set", f"task.dataset={BYO}/hub_sums", "--set", "task.split=dev"],
         "has no split 'dev'; set task.split to one of: train, test",
     ),
+    (["--set", "enable_thinking=false"], "model 'tiny' has no chat template, which enable_thinking need(s)"),
+    (
+        ["--task", "math", "--set", f"task.dataset={BYO}/trl_sums.jsonl", "--set", "task.system_prompt=Hi"],
+        "has no chat template, which task.system_prompt need(s); use an instruct model",
+    ),
 ]
 
 EVAL = [

@@ -28,6 +28,23 @@ def fresh_tiny(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def chat_tiny(fresh_tiny, tmp_path_factory) -> Path:
+    """The same model with a Qwen3-like chat template (`enable_thinking=false` closes an empty
+    thought in the generation prompt), as an instruct model's directory has one."""
+    from transformers import AutoTokenizer
+
+    from tests.unit.bench.test_chat_thinking import TEMPLATE
+
+    out = tmp_path_factory.mktemp("chat-tiny")
+    for path in fresh_tiny.iterdir():
+        (out / path.name).write_bytes(path.read_bytes())
+    tokenizer = AutoTokenizer.from_pretrained(fresh_tiny)
+    tokenizer.chat_template = TEMPLATE
+    tokenizer.save_pretrained(out)
+    return out
+
+
 def bench(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "bench.cli", *args], capture_output=True, text=True, cwd=REPO, timeout=300
@@ -62,3 +79,35 @@ def test_a_dataset_trains_a_few_steps_from_one_command(source, fresh_tiny, tmp_p
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2]
     assert json.loads((out / "config.json").read_text())["task_args"]["dataset"] == str(BYO / source)
+    assert metrics[0]["rollout/thinking_tokens_mean"] == 0  # a model that does not think
+
+
+@pytest.mark.slow
+def test_an_instruct_model_trains_with_a_system_prompt_and_thinking_off(chat_tiny, tmp_path):
+    out = tmp_path / "run"
+    done = bench(
+        "run",
+        "--task",
+        "math",
+        "--set",
+        f"task.dataset={BYO / 'verl_sums.parquet'}",
+        "--set",
+        "task.system_prompt=Be brief.",
+        "--set",
+        "enable_thinking=false",
+        "--model",
+        str(chat_tiny),
+        "--steps",
+        "1",
+        "--out",
+        str(out),
+        "--set",
+        "trajectories_per_step=4",
+        "--set",
+        "max_new_tokens=8",
+        "--no-progress",
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    config = json.loads((out / "config.json").read_text())
+    assert config["enable_thinking"] is False and config["task_args"]["system_prompt"] == "Be brief."
+    assert "rollout/thinking_tokens_mean" in json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
