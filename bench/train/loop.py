@@ -8,7 +8,6 @@ weights to the engine while other trajectories are still in flight, log, checkpo
 
 from __future__ import annotations
 
-import copy
 import os
 import time
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from bench.config import RunConfig, RunParts
 from bench.engines import make_engine
 from bench.engines.base import SamplingParams
 from bench.errors import RunStopped
+from bench.models import lora
 from bench.rollout.episode import ENGINE_FAILURES
 from bench.rollout.producer import Group, RolloutProducer
 from bench.rollout.worker import EngineWorker
@@ -144,14 +144,14 @@ def start_rollouts(config: RunConfig, task: Any, tokenizer: Any, learner: Learne
     acc = learner.accelerator
     engine = make_engine(
         config.engine,
-        copy.deepcopy(learner.unwrapped_policy).eval(),
+        lora.engine_model(learner.unwrapped_policy),  # LoRA hook: a plain (merged) copy
         tokenizer,
         process=config.engine_process,
         max_batch_size=config.engine_slots,
         engine_args=config.engine_args,
     )
     previous_threads = _leave_cores_for_the_engine(engine, acc)
-    engine.update_weights(learner.unwrapped_policy.state_dict(), learner.version)
+    engine.update_weights(lora.engine_weights(learner.unwrapped_policy), learner.version)  # LoRA hook: merged
     worker = EngineWorker(engine)
     sampling = SamplingParams(
         temperature=config.temperature,
@@ -326,7 +326,7 @@ def evaluate_during_training(
     t0 = time.perf_counter()
     for name in eval_benchmarks(config):
         result = evaluate(
-            learner.unwrapped_policy,
+            lora.for_evaluation(learner.unwrapped_policy),  # LoRA hook: the policy, or a merged copy
             tokenizer,
             bench_registry.get(name),
             k=config.eval_k,
@@ -363,7 +363,9 @@ def _one_step(
     )
     record.update(learner.train_step(batch))
     if learner.version != version_before:  # other trajectories are still in flight
-        engine.update_weights(learner.unwrapped_policy.state_dict(), learner.version)
+        engine.update_weights(
+            lora.engine_weights(learner.unwrapped_policy), learner.version
+        )  # LoRA hook: merged
     if sync:
         producer.release(n)
     if run is not None:

@@ -127,7 +127,10 @@ def make_learner(parts: RunParts, resume: Path | None = None):
     config, algo, task = parts.config, parts.algorithm, parts.task
     accelerator = make_accelerator()
     seed_everything(config.seed)  # same initial weights on every rank
-    policy, tokenizer = load_policy_for_run(config, task, None if resume is None else resume / "policy")
+    from bench.models import lora
+
+    policy, tokenizer = load_policy_for_run(config, task, lora.policy_checkpoint(config, resume))
+    policy = lora.apply(policy, config, lora.adapter_dir(config, resume))  # LoRA hook: adapters or unchanged
     policy_lr, critic_lr = resolve_learning_rates(config, policy, config.task)
     learner = Learner(
         algo,

@@ -63,6 +63,9 @@ def start_run(parts: RunParts, out: str | Path | None = None, *, progress: bool 
         raise UsageError("--out is required under accelerate launch (every rank must use the same run dir)")
     out = check_out_dir(out if out is not None else default_run_dir(config))
     check_chat_template(config, parts.task)
+    from bench.models.lora import check_run as check_lora
+
+    check_lora(config)  # LoRA hook: peft present, target modules match, before the run dir
     if state.is_main_process:
         run = RunDir.create(out, recorded_config(parts), environment_info(config.seed))
         run.lock()

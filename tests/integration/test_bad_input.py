@@ -87,6 +87,11 @@ RUN = [
         ["--task", "math", "--set", f"task.dataset={BYO}/hub_sums", "--set", "task.split=dev"],
         "has no split 'dev'; set task.split to one of: train, test",
     ),
+    (
+        ["--set", "lora_rank=4", "--set", "lora_target_modules=q_proj,query"],
+        "lora_target_modules: query match(es) no layer of the model; valid: all-linear or some of down_proj",
+    ),
+    (["--set", "lora_rank=-1"], "lora_rank must be >= 0"),
     (["--set", "enable_thinking=false"], "model 'tiny' has no chat template, which enable_thinking need(s)"),
     (
         ["--task", "math", "--set", f"task.dataset={BYO}/trl_sums.jsonl", "--set", "task.system_prompt=Hi"],

@@ -17,18 +17,6 @@ BYO = REPO / "tests" / "fixtures" / "byo"
 
 
 @pytest.fixture(scope="module")
-def fresh_tiny(tmp_path_factory) -> Path:
-    """An untrained tiny model and its tokenizer in a local directory (`--model DIR`)."""
-    from bench.models.tiny import new_tiny_model
-
-    out = tmp_path_factory.mktemp("fresh-tiny")
-    model, tokenizer = new_tiny_model(0)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
-
-
-@pytest.fixture(scope="module")
 def chat_tiny(fresh_tiny, tmp_path_factory) -> Path:
     """The same model with a Qwen3-like chat template (`enable_thinking=false` closes an empty
     thought in the generation prompt), as an instruct model's directory has one."""
