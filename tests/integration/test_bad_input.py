@@ -92,6 +92,7 @@ RUN = [
         "lora_target_modules: query match(es) no layer of the model; valid: all-linear or some of down_proj",
     ),
     (["--set", "lora_rank=-1"], "lora_rank must be >= 0"),
+    (["--config", "{typo_yaml}"], "algo.dis_eps_hihg: unknown field of sao (did you mean 'dis_eps_high'?)"),
     (["--set", "enable_thinking=false"], "model 'tiny' has no chat template, which enable_thinking need(s)"),
     (
         ["--task", "math", "--set", f"task.dataset={BYO}/trl_sums.jsonl", "--set", "task.system_prompt=Hi"],
@@ -261,6 +262,7 @@ def places(tmp_path_factory):
     for name in ("run", "locked"):
         RunDir.create(root / name, _full_config(config), {})
     RunDir(root / "locked").lock()  # held by this process until the module's tests end
+    (root / "typo.yaml").write_text("algo:\n  dis_eps_hihg: 4.0\n")
     (root / "space_typo.toml").write_text('[params."algo.eps_hihg"]\ntype = "float"\nlow = 1.0\nhigh = 2.0\n')
     (root / "space_bad.toml").write_text(
         '[params."algo.dis_eps_high"]\ntype = "float"\nlow = 3.0\nhigh = 2.0\n'
@@ -282,7 +284,12 @@ def places(tmp_path_factory):
     (finished / "arith.jsonl").write_text("{}\n")
     (finished / "arith.summary.json").write_text(json.dumps({"benchmark": "arith", "settings": {"k": 99}}))
     places = {name: str(root / name) for name in ("file", "empty", "run", "locked", "finished", "other")}
-    yield {**places, "space_typo": str(root / "space_typo.toml"), "space_bad": str(root / "space_bad.toml")}
+    yield {
+        **places,
+        "space_typo": str(root / "space_typo.toml"),
+        "space_bad": str(root / "space_bad.toml"),
+        "typo_yaml": str(root / "typo.yaml"),
+    }
     RunDir(root / "locked").unlock()
 
 
