@@ -92,6 +92,8 @@ RUN = [
         "lora_target_modules: query match(es) no layer of the model; valid: all-linear or some of down_proj",
     ),
     (["--set", "lora_rank=-1"], "lora_rank must be >= 0"),
+    (["--task", "rg:chain_sun"], "unknown reasoning-gym dataset 'chain_sun'; did you mean 'rg:chain_sum'?"),
+    (["--task", "rg:chain_sum", "--set", "task.min_term=2"], "did you mean 'min_terms'?); valid: size"),
     (["--config", "{typo_yaml}"], "algo.dis_eps_hihg: unknown field of sao (did you mean 'dis_eps_high'?)"),
     (["--set", "enable_thinking=false"], "model 'tiny' has no chat template, which enable_thinking need(s)"),
     (
