@@ -46,16 +46,19 @@ def looks_like_path(source: str) -> bool:
     return source.startswith(_PATH_PREFIXES) or Path(source).suffix.lower() in FORMATS
 
 
-def read_dataset(source: str | Path, split: str = "train") -> list[dict[str, Any]]:
+def read_dataset(
+    source: str | Path, split: str = "train", split_option: str | None = None
+) -> list[dict[str, Any]]:
     """Rows of the dataset `source` (file, dataset directory or hub name) as plain dicts.
 
-    `split` picks the split of a DatasetDict directory or a hub dataset (a single file has one).
-    Raises DatasetSourceError naming the source and the fix.
+    `split` picks the split of a DatasetDict directory or a hub dataset (a single file has one);
+    `split_option` is the setting that chooses it, named when the split is missing. Raises
+    DatasetSourceError naming the source and the fix.
     """
     text = str(source)
     path = Path(text).expanduser()
     if path.is_dir():
-        return _read_directory(path, split)
+        return _read_directory(path, split, split_option)
     if not path.is_file() and not looks_like_path(text):
         return _read_hub(text, split)
     if not path.exists() and not path.suffix:
@@ -66,27 +69,26 @@ def read_dataset(source: str | Path, split: str = "train") -> list[dict[str, Any
         raise DatasetSourceError(str(exc)) from None
 
 
-def _pick_split(data: Any, split: str, origin: str) -> Any:
+def _pick_split(data: Any, split: str, origin: str, split_option: str | None) -> Any:
     """`data[split]` of a DatasetDict (one-line error naming the splits), or `data` itself."""
     import datasets
 
     if isinstance(data, datasets.DatasetDict):
         if split not in data:
-            raise DatasetSourceError(
-                f"{origin} has no split {split!r}; set task.split to one of: {', '.join(data)}"
-            )
+            fix = f"set {split_option} to one of" if split_option else "its splits are"
+            raise DatasetSourceError(f"{origin} has no split {split!r}; {fix}: {', '.join(data)}")
         return data[split]
     return data
 
 
-def _read_directory(path: Path, split: str) -> list[dict[str, Any]]:
+def _read_directory(path: Path, split: str, split_option: str | None) -> list[dict[str, Any]]:
     """A `save_to_disk` directory (Dataset or DatasetDict), else a folder of data files."""
     import datasets
 
     saved = any((path / name).is_file() for name in ("dataset_info.json", "state.json", "dataset_dict.json"))
     try:
         if saved:
-            data = _pick_split(datasets.load_from_disk(str(path)), split, str(path))
+            data = _pick_split(datasets.load_from_disk(str(path)), split, str(path), split_option)
         else:
             data = datasets.load_dataset(str(path), split=split)
     except DatasetSourceError:

@@ -126,7 +126,7 @@ def load_problems(
     """All rows of the dataset `source` as Problems (source order, keys `math-<row>`) and the
     grader name to use. See the module docstring for the sources, layouts, GSM8K and `auto`."""
     origin = str(source)
-    records = read_records(read_dataset(source, split), prompt_column, answer_column, origin)
+    records = read_records(read_dataset(source, split, "task.split"), prompt_column, answer_column, origin)
     answers, solutions, gsm8k_schema = _references([r.answer for r in records])
     if grader == "auto":
         if gsm8k_schema:

@@ -59,7 +59,9 @@ def test_saved_dataset_directory_and_arrow_file(source):
 def test_split_picks_a_split_of_a_dataset_dict():
     assert len(read_dataset(BYO / "hub_sums", split="test")) == 4
     with pytest.raises(DatasetSourceError, match="has no split 'dev'; set task.split to one of: train, test"):
-        read_dataset(BYO / "hub_sums", split="dev")
+        read_dataset(BYO / "hub_sums", split="dev", split_option="task.split")
+    with pytest.raises(DatasetSourceError, match="has no split 'dev'; its splits are: train, test"):
+        read_dataset(BYO / "hub_sums", split="dev")  # bench eval --data: always the test split
 
 
 def test_every_layout_gives_the_same_problems_and_the_same_split():
