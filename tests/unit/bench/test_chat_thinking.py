@@ -73,3 +73,13 @@ def test_a_model_without_a_template_refuses_what_needs_one():
     message = str(info.value)
     assert "\n" not in message and "model 'tiny' has no chat template, which enable_thinking" in message
     assert "drop enable_thinking" in message
+
+
+def test_a_runs_checkpoints_are_evaluated_with_its_template_options(tmp_path):
+    import json
+
+    from bench.eval.checkpoints import run_template_options
+
+    (tmp_path / "config.json").write_text(json.dumps({"enable_thinking": False}))
+    assert run_template_options(tmp_path) == {"enable_thinking": False}
+    assert run_template_options(None) == {} and run_template_options(tmp_path / "nope") == {}
