@@ -134,9 +134,32 @@ class RunConfig:
         "size, ~8 GiB of activations (the tiny model never chunks, SmolLM2-135M ~4,400 tokens)",
         default=0,
     )
+    lora_rank: int = doc(
+        "LoRA rank of the policy through peft (0 = full fine-tuning); the engine gets merged weights, a critic "
+        "its own LoRA on a frozen trunk (bench.models.lora)",
+        default=0,
+    )
+    lora_alpha: float = doc("LoRA scaling numerator (scale = alpha / rank)", default=16.0)
+    lora_dropout: float = doc("dropout on the LoRA input, in [0, 1)", default=0.0)
+    lora_target_modules: str = doc(
+        "'all-linear' or comma-separated module names, e.g. q_proj,v_proj", default="all-linear"
+    )
     temperature: float = doc("sampling temperature of rollouts", default=1.0)
     top_p: float = doc("nucleus sampling threshold of rollouts", default=1.0)
-    max_new_tokens: int | None = doc("tokens per assistant turn (default: the task's)", default=None)
+    max_new_tokens: int | None = doc(
+        "tokens per assistant turn (default: the task's: arith 160, agent 96, swe 128, math 2,048). "
+        "By model class, what to set: embedded tiny: the task's; SmolLM2-135M/360M-Instruct (2,048/8,192 "
+        "context): 512-1,024; 0.5-8B instruct, no thinking: 2,048-4,096; thinking models (Qwen3 with "
+        "enable_thinking, R1 distills): 16,384-32,768 (the paper evaluates with 32,768; 2,048 cuts most "
+        "thoughts, and a thought never closed has no answer)",
+        default=None,
+    )
+    enable_thinking: bool | None = doc(
+        "Qwen3-style thinking switch passed to the chat template (`enable_thinking=`; none: the template's "
+        "default); thinking tokens are trained on, never graded (only the text after </think> is), and "
+        "counted as rollout/thinking_tokens_mean; a model without a chat template refuses it",
+        default=None,
+    )
     engine_slots: int = doc("concurrent sequences in the rollout engine (continuous batching)", default=64)
     length_buckets: bool = doc(
         "learner forwards run per bucket of rows of similar length (same losses and gradients, "
@@ -296,6 +319,11 @@ def validate(config: RunConfig) -> None:
     for name in ("policy_lr", "critic_lr", "grad_clip"):
         if getattr(config, name) is not None and getattr(config, name) <= 0:
             raise UsageError(f"{name}: must be > 0, got {getattr(config, name)}")
+    if config.lora_rank < 0 or config.lora_alpha <= 0 or not 0 <= config.lora_dropout < 1:
+        raise UsageError(
+            f"lora_rank must be >= 0, lora_alpha > 0 and lora_dropout in [0, 1), got {config.lora_rank}, "
+            f"{config.lora_alpha} and {config.lora_dropout}"
+        )
     if not 0 < config.top_p <= 1 or config.temperature < 0:
         raise UsageError(
             f"top_p must be in (0, 1] and temperature >= 0, got {config.top_p} and {config.temperature}"

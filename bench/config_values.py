@@ -1,4 +1,4 @@
-"""Values of the command line and of config files: `--set KEY=VALUE`, TOML and JSON parsing,
+"""Values of the command line and of config files: `--set KEY=VALUE`, TOML, YAML and JSON parsing,
 the conversion of a value to a config field's type (task arguments to their constructor's
 types), and did-you-mean hints. Standard library only (and the task registry's light table), so
 that a bad value is answered before torch is imported."""
@@ -80,10 +80,11 @@ def parse_set_options(items: list[str]) -> dict[str, Any]:
 
 
 def load_config_file(path: str | Path) -> list[dict[str, Any]]:
-    """The config layers of a run config file, lowest first: TOML (one layer; `[algo]` and
-    `[task]` tables become algo_args/task_args) or JSON (one layer, e.g. a run's config.json, so
-    `--config runs/x/config.json` repeats a run's settings; or a list of layers, as comparison
-    and sweep workers write them for `bench.config.build_run` to merge)."""
+    """The config layers of a run config file, lowest first: TOML or YAML (`.yaml`/`.yml`; one
+    layer; a `[algo]`/`[task]` table, or an `algo:`/`task:` mapping, becomes algo_args/task_args)
+    or JSON (one layer, e.g. a run's config.json, so `--config runs/x/config.json` repeats a run's
+    settings; or a list of layers, as comparison and sweep workers write them for
+    `bench.config.build_run` to merge). Every layer then goes through the same validation."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"--config: file not found: {path}")
@@ -96,14 +97,36 @@ def load_config_file(path: str | Path) -> list[dict[str, Any]]:
         if not layers or not all(isinstance(layer, dict) for layer in layers):
             raise UsageError(f"--config {path}: expected a JSON object of config fields (or a list of them)")
         return layers
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"--config {path}: invalid TOML: {exc}") from None
+    data = _read_yaml(path) if path.suffix in (".yaml", ".yml") else _read_toml(path)
     for section in ("algo", "task"):
         if isinstance(data.get(section), dict):
             data[f"{section}_args"] = data.pop(section)
     return [data]
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"--config {path}: invalid TOML: {exc}") from None
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    """A YAML mapping (safe loader: plain data only); an empty file is an empty mapping."""
+    import yaml  # only for YAML configs
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        first = " ".join(str(exc).split())
+        raise UsageError(f"--config {path}: invalid YAML: {first}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UsageError(
+            f"--config {path}: expected a YAML mapping of config fields, got {type(data).__name__}"
+        )
+    return data
 
 
 def coerce_task_args(task: str, task_args: dict[str, Any]) -> dict[str, Any]:

@@ -5,8 +5,9 @@ template, grader, default sampling) plus a `version` that is bumped whenever the
 grader or the data change, so two eval records with the same (name, version, data_hash) are
 comparable. Data comes from one of:
 
-- a local file (`load(data_path=...)`, the CLI's `--data PATH`): CSV, JSON (a list of
-  objects), JSONL or parquet, chosen by extension; it always overrides the source;
+- a local copy (`load(data_path=...)`, the CLI's `--data`): a CSV, JSON (a list of objects),
+  JSONL, parquet or arrow file, a dataset directory or a hub name (`envs.dataset_source`,
+  split `test`); it always overrides the source;
 - `HubSource`: `datasets.load_dataset(id, name=config, split=split, revision=...)`;
 - `FileSource`: an official file at a commit-pinned URL, downloaded once into a cache;
 - `BuiltinSource`: generated in-process (embedded tasks; no network).
@@ -35,6 +36,7 @@ from typing import Any
 
 from envs import data_files
 from envs.base import Grader, Problem, SingleTurnEnv, Task
+from envs.dataset_source import DatasetSourceError, hub_cache_has, offline_reason, read_dataset
 from envs.splits import Split
 
 PROBE_TIMEOUT_S = 3.0
@@ -46,8 +48,6 @@ DOWNLOAD_TIMEOUT_S = 60.0
 LOCAL_FORMATS = data_files.FORMATS
 """Extensions accepted for `--data PATH` and the reader used for each."""
 
-_TRUTHY = {"1", "true", "yes", "on"}
-
 
 class BenchmarkDataError(ValueError):
     """Benchmark data could not be obtained or does not match the official schema (one-line message)."""
@@ -56,11 +56,13 @@ class BenchmarkDataError(ValueError):
 # ----------------------------------------------------------------------------- local files
 
 
-def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a local data file (`envs.data_files.read_rows`), failing with BenchmarkDataError."""
+def read_rows(source: str | Path) -> list[dict[str, Any]]:
+    """Rows of a `--data` source: a local file, a dataset directory or a hub name, read as the math
+    task reads `task.dataset` (`envs.dataset_source.read_dataset`, split `test`, the split every
+    benchmark evaluates), failing with BenchmarkDataError."""
     try:
-        return data_files.read_rows(path)
-    except data_files.DataFileError as exc:
+        return read_dataset(source, split="test")
+    except DatasetSourceError as exc:
         raise BenchmarkDataError(str(exc)) from None
 
 
@@ -71,14 +73,6 @@ def file_sha256(path: str | Path) -> str:
 
 
 # ----------------------------------------------------------------------------- sources
-
-
-def offline_reason() -> str | None:
-    """Which environment variable declares the hub offline (None when neither does)."""
-    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
-        if os.environ.get(var, "").strip().lower() in _TRUTHY:
-            return f"{var} is set"
-    return None
 
 
 def probe(url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
@@ -100,17 +94,6 @@ def probe(url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
 
 class _Unavailable(Exception):
     """Internal: a source could not be reached; `BenchmarkSpec` turns it into BenchmarkDataError."""
-
-
-def _hub_cache_has(dataset_id: str) -> bool:
-    """Whether the local Hugging Face caches hold anything for `dataset_id` (cheap directory check)."""
-    home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
-    hub = Path(os.environ.get("HF_HUB_CACHE", home / "hub")) / ("datasets--" + dataset_id.replace("/", "--"))
-    if hub.is_dir():
-        return True
-    ds_cache = Path(os.environ.get("HF_DATASETS_CACHE", home / "datasets"))
-    wanted = dataset_id.replace("/", "___").lower()
-    return ds_cache.is_dir() and any(p.name.lower() == wanted for p in ds_cache.iterdir())
 
 
 @dataclass(frozen=True)
@@ -135,7 +118,7 @@ class HubSource:
     def fetch(self) -> list[dict[str, Any]]:
         """Rows via `datasets.load_dataset`, after the offline/connectivity checks (module docstring)."""
         reason = offline_reason()
-        if reason is not None and not _hub_cache_has(self.dataset_id):
+        if reason is not None and not hub_cache_has(self.dataset_id):
             raise _Unavailable(f"{reason} and the local cache has no copy")
         if reason is None:
             reason = probe(os.environ.get("HF_ENDPOINT", self.endpoint))
@@ -368,9 +351,16 @@ class BenchmarkSpec:
             "grader": getattr(self.grader, "__name__", None),
             "n_problems": len(problems),
             "data_hash": data_hash(problems),
-            "data_path": None if data_path is None else str(Path(data_path).resolve()),
-            "data_file_sha256": None if data_path is None else file_sha256(data_path),
+            "data_path": _where(data_path),
+            "data_file_sha256": file_sha256(data_path) if data_path and Path(data_path).is_file() else None,
         }
+
+
+def _where(data_path: str | Path | None) -> str | None:
+    """A `--data` source for the record: an existing path resolved, a hub name as given."""
+    if data_path is None:
+        return None
+    return str(Path(data_path).resolve()) if Path(data_path).exists() else str(data_path)
 
 
 class GradedTask(Task):

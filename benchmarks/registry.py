@@ -27,6 +27,9 @@ BENCHMARKS: dict[str, str] = {
     "agent-val": "benchmarks.embedded:agent_val",
     "swe-mini": "benchmarks.swe_mini:swe_mini",
     "swe-synth": "benchmarks.swe_mini:swe_synth",
+    "rg:basic_arithmetic": "benchmarks.reasoning_gym:basic_arithmetic",
+    "rg:chain_sum": "benchmarks.reasoning_gym:chain_sum",
+    "rg:leg_counting": "benchmarks.reasoning_gym:leg_counting",
 }
 """Built-in benchmarks: name -> "module:factory" (the factory returns a `BenchmarkSpec`)."""
 

@@ -106,26 +106,32 @@ class Env(ABC):
 
 
 class SingleTurnEnv(Env):
-    """A one-step episode: the prompt as a user message, the answer graded by `grader`.
+    """A one-step episode: the prompt as a user message (or the problem's own chat messages,
+    `meta["messages"]`, as datasets in a conversational layout give them), the answer graded by
+    `grader`.
 
     The reward is 1.0 when the grader says correct, else 0.0; `info` holds `correct`,
     `extracted` and the grader's `method`. Stepping a finished episode is an error.
     """
 
     def __init__(self, problem: Problem, grader: Grader, system_prompt: str | None = None):
-        """Wrap `problem`; `system_prompt`, when given, is prepended as a system message."""
+        """Wrap `problem`; `system_prompt`, when given, is prepended as a system message to
+        messages that do not open with one."""
         self.problem = problem
         self.grader = grader
         self.system_prompt = system_prompt
         self.done = False
 
     async def reset(self) -> list[Message]:
-        """Return `[system?, {"role": "user", "content": problem.prompt}]`."""
+        """Return `[system?, {"role": "user", "content": problem.prompt}]`, or `[system?,
+        *problem.meta["messages"]]` when the problem carries chat messages."""
         self.done = False
-        messages: list[Message] = []
-        if self.system_prompt is not None:
-            messages.append({"role": "system", "content": self.system_prompt})
-        messages.append({"role": "user", "content": self.problem.prompt})
+        given = self.problem.meta.get("messages")
+        messages: list[Message] = (
+            [dict(m) for m in given] if given else [{"role": "user", "content": self.problem.prompt}]
+        )
+        if self.system_prompt is not None and messages[0]["role"] != "system":
+            messages.insert(0, {"role": "system", "content": self.system_prompt})
         return messages
 
     async def step(self, action: str) -> StepResult:

@@ -1,6 +1,6 @@
-"""Reading a local data file of problems (CSV, JSON, JSON lines, parquet) into row dicts.
+"""Reading a local data file of problems (CSV, JSON, JSON lines, parquet, arrow) into row dicts.
 
-One reader for the math task's `task.data` files and the benchmarks' `--data` copies, so the
+One reader for the math task's `task.dataset` files and the benchmarks' `--data` copies, so the
 same file reads the same way in training and in evaluation.
 """
 
@@ -11,7 +11,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+FORMATS = {
+    ".csv": "csv",
+    ".json": "json",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".parquet": "parquet",
+    ".arrow": "arrow",
+}
 """Accepted extensions and the reader used for each."""
 
 
@@ -20,11 +27,14 @@ class DataFileError(ValueError):
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a local CSV / JSON / JSONL / parquet file as dicts (reader chosen by extension).
+    """Rows of a local CSV / JSON / JSONL / parquet / arrow file as dicts (reader chosen by extension).
 
     CSV cells stay strings exactly as written (no type guessing: `042` stays `042`); a `.json`
-    file holds a list of objects (a JSON-lines file misnamed `.json` is accepted too). Every
-    row must be an object. Raises DataFileError naming the file and the problem.
+    file holds a list of objects (a JSON-lines file misnamed `.json` is accepted too); parquet
+    and arrow cells come back as plain Python values (nested lists and dicts, e.g. verl's chat
+    `prompt` column, stay lists and dicts); an `.arrow` file is one written by `datasets`
+    (`save_to_disk`'s `data-*.arrow`). Every row must be an object. Raises DataFileError naming
+    the file and the problem.
     """
     p = Path(path)
     kind = FORMATS.get(p.suffix.lower())
@@ -37,9 +47,13 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
             with p.open(newline="", encoding="utf-8") as f:
                 return [dict(row) for row in csv.DictReader(f)]
         if kind == "parquet":
-            import pandas as pd  # only for parquet files: keeps importing this module cheap
+            import pyarrow.parquet as pq  # only for parquet files: keeps importing this module cheap
 
-            return pd.read_parquet(p).to_dict(orient="records")
+            return pq.read_table(p).to_pylist()
+        if kind == "arrow":
+            import datasets  # the arrow stream format `datasets` writes
+
+            return datasets.Dataset.from_file(str(p)).to_list()
         text = p.read_text(encoding="utf-8")
         rows = _json_rows(text) if kind == "json" else _json_lines(text)
     except Exception as exc:  # parser errors of csv/json/pyarrow: report them in one line

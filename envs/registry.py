@@ -1,6 +1,7 @@
 """The task registry: an explicit table of built-in tasks, imported only when asked for.
 
-`TASKS` maps a task name to "module:Class"; nothing is imported until a class is asked for,
+`TASKS` maps a task name to "module:Class", `FAMILIES` a prefix to the class of a family of tasks
+(`rg:<dataset>`: any reasoning-gym dataset); nothing is imported until a class is asked for,
 so `import envs.registry` stays cheap. The same vocabulary as the algorithm and benchmark
 registries: `names()`, `get(name)` (the class), `describe(name)`; plus `make(name, **kwargs)`,
 an instance with task arguments.
@@ -9,6 +10,7 @@ an instance with task arguments.
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 from typing import Any
 
@@ -24,12 +26,33 @@ TASKS: dict[str, str] = {
 """Built-in tasks: name -> "module:Class" (the class is imported lazily)."""
 
 
+FAMILIES: dict[str, str] = {"rg:": "envs.reasoning_gym:ReasoningGymTask"}
+"""Task families named `<prefix><member>`: prefix -> "module:Class"; the class is specialised per
+member (its `name` and `dataset`), which the class itself validates when built."""
+
+
 class UnknownTaskError(ValueError):
     """An unknown task name or bad task arguments; the message suggests close names."""
 
 
+def _family(name: str) -> str | None:
+    """The family prefix of `name` with a non-empty member (`rg:` of `rg:chain_sum`), or None."""
+    return next((p for p in FAMILIES if name.startswith(p) and len(name) > len(p)), None)
+
+
+@functools.cache
+def _member(prefix: str, name: str) -> type[Task]:
+    """The subclass of a family's class for one member (one class per name, so it compares equal)."""
+    module_name, _, class_name = FAMILIES[prefix].partition(":")
+    base = getattr(importlib.import_module(module_name), class_name)
+    return type(f"{class_name}[{name}]", (base,), {"name": name, "dataset": name[len(prefix) :]})
+
+
 def _load(name: str) -> type[Task]:
-    """Import and return the task class registered under `name`."""
+    """Import and return the task class registered under `name` (a family member's own subclass)."""
+    prefix = _family(name)
+    if prefix is not None:
+        return _member(prefix, name)
     module_name, _, class_name = TASKS[name].partition(":")
     cls = getattr(importlib.import_module(module_name), class_name)
     if cls.name != name:
@@ -45,10 +68,11 @@ def names() -> list[str]:
 def check(name: str) -> None:
     """Raise UnknownTaskError for a name that is not registered (imports nothing):
     "unknown task 'X'; did you mean 'Y'? available: a, b"."""
-    if name not in TASKS:
+    if name not in TASKS and _family(name) is None:
         close = difflib.get_close_matches(name, list(TASKS), n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ";"
-        raise UnknownTaskError(f"unknown task '{name}'{hint} available: {', '.join(names())}")
+        families = ", ".join(f"{p}<name>" for p in FAMILIES)
+        raise UnknownTaskError(f"unknown task '{name}'{hint} available: {', '.join(names())}, {families}")
 
 
 def get(name: str) -> type[Task]:
@@ -81,5 +105,12 @@ def summaries() -> dict[str, str]:
 
 
 def describe_all() -> list[dict[str, str]]:
-    """`describe` of every task, in registration order."""
-    return [describe(name) for name in TASKS]
+    """`describe` of every task, in registration order, then one row per family (`rg:<name>`)."""
+    rows = [describe(name) for name in TASKS]
+    for prefix, target in FAMILIES.items():
+        module_name, _, class_name = target.partition(":")
+        cls = getattr(importlib.import_module(module_name), class_name)
+        rows.append(
+            {"name": f"{prefix}<name>", "summary": cls.summary, "default_runtime": cls.default_runtime}
+        )
+    return rows

@@ -68,9 +68,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--data",
         default=None,
-        metavar="PATH",
-        help="local copy of the benchmark data (csv/json/jsonl/parquet, official columns) instead of its "
-        "pinned source; only with a single --bench",
+        metavar="SOURCE",
+        help="a copy of the benchmark data in its official columns instead of its pinned source: a "
+        "csv/json/jsonl/parquet/arrow file, a dataset directory (save_to_disk) or a hub dataset name "
+        "(split test); only with a single --bench",
     )
     p.add_argument(
         "--out",
@@ -235,7 +236,7 @@ def _print_breakdown(summary: dict[str, Any]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of `bench eval`."""
-    from bench.eval.checkpoints import load_for_eval, resolve_model, tiny_task
+    from bench.eval.checkpoints import load_for_eval, resolve_model, run_template_options, tiny_task
     from bench.eval.evaluate import check_supported, eval_settings, evaluate, plan_eval
     from benchmarks import registry as bench_registry
     from results.evals import EvalStore, write_eval
@@ -277,6 +278,10 @@ def run(args: argparse.Namespace) -> int:
     model, tokenizer = (
         no_model if finished == len(specs) else load_for_eval(source, args.engine, not args.no_progress)
     )
+    if tokenizer is not None:  # a run's checkpoint is evaluated with the template options it trained with
+        from bench.models.chat import set_template_options
+
+        set_template_options(tokenizer, **run_template_options(run_dir))
 
     summaries, paths = [], []
     for spec in specs:

@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="task.KEY=VALUE",
-        help="a task argument, as for bench run (e.g. --set task.data=PATH for --task math); repeatable",
+        help="a task argument, as for bench run (e.g. --set task.dataset=PATH for --task math); repeatable",
     )
     p.add_argument("--out", default=None, help="write the checkpoint here instead of the cache")
     p.add_argument("--force", action="store_true", help="rebuild even if the cached checkpoint exists")

@@ -27,14 +27,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     so help and defaults are the field's own), `--set` for every other field, and the run dir."""
     fields = "\n".join(f"  {f.name:<22} {f.metadata.get('help', '')}" for f in dataclasses.fields(RunConfig))
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.epilog = f"config fields (set with --set FIELD=VALUE or in --config FILE.toml):\n{fields}"
+    p.epilog = f"config fields (set with --set FIELD=VALUE or in --config FILE.toml|FILE.yaml):\n{fields}"
     add_field_options(p, RunConfig)
     p.add_argument("--out", help="run directory to create (default: runs/<algo>-<task>-s<seed>-<time>)")
     p.add_argument(
         "--config",
-        metavar="FILE.toml|FILE.json",
+        metavar="FILE.toml|FILE.yaml|FILE.json",
         help="config fields from a TOML file ([algo] and [task] tables for algorithm fields and task "
-        "arguments) or a JSON one (e.g. another run's config.json, to repeat its settings; or a list of "
+        "arguments), a YAML one (algo: and task: mappings) or a JSON one (e.g. another run's config.json, to repeat its settings; or a list of "
         "layers, lowest first, as comparison and sweep workers write)",
     )
     p.add_argument(

@@ -4,6 +4,7 @@ directory / hub id; and loading it for evaluation."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +80,12 @@ def load_for_eval(source: str, engine: str, progress: bool) -> tuple[Any, Any]:
     if engine == "torch" and torch.cuda.is_available():
         model = model.to("cuda")
     return model, tokenizer
+
+
+def run_template_options(run_dir: Path | None) -> dict[str, Any]:
+    """The chat-template options a run trained with (`enable_thinking` of its config.json), so
+    `bench eval --model RUN_DIR` renders prompts as its rollouts did; {} for other models."""
+    config = None if run_dir is None else run_dir / "config.json"
+    if config is None or not config.is_file():
+        return {}
+    return {"enable_thinking": json.loads(config.read_text()).get("enable_thinking")}

@@ -6,6 +6,12 @@ context (`render_prompt`), then each model turn's sampled ids, then each observa
 (`render_observation`), so the learner trains on exactly the tokens the engine produced.
 `render_transcript` builds supervised warm-start examples from whole conversations with the
 same two functions, so pretraining and RL see identical token streams.
+
+Template options (`set_template_options`, e.g. Qwen3's `enable_thinking`) travel with the
+tokenizer, so every rendering of a run (rollouts, observations, evaluation) uses the same ones.
+A run that needs a template (thinking switched, a system prompt) on a model without one is
+refused before it starts (`require_template`). Thinking tokens are generated, kept and trained
+on like any others; `thinking_tokens` counts them for the length statistics.
 """
 
 from __future__ import annotations
@@ -13,16 +19,54 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from envs.math.graders import THINK_CLOSE, THINK_OPEN
+
 Message = dict[str, str]
 _ACTION_MARK = "\x00ACTION\x00"  # stands for the model's turn when measuring template pieces
+_OPTIONS = "bench_template_kwargs"  # the tokenizer attribute holding the template options
 
 
 def _has_template(tokenizer: Any) -> bool:
     return bool(getattr(tokenizer, "chat_template", None))
 
 
+def set_template_options(tokenizer: Any, **options: Any) -> None:
+    """Keyword arguments every `apply_chat_template` of this tokenizer gets (e.g.
+    `enable_thinking=False`); options set to None are left to the template's default."""
+    setattr(tokenizer, _OPTIONS, {k: v for k, v in options.items() if v is not None})
+    _observation_frame.cache_clear()
+
+
+def require_template(tokenizer: Any, model: str, needs: list[str]) -> None:
+    """A one-line ValueError when the run sets what only a chat template can render (`needs`,
+    e.g. ["enable_thinking"]) and the tokenizer of `model` has none."""
+    if needs and not _has_template(tokenizer):
+        raise ValueError(
+            f"model {model!r} has no chat template, which {' and '.join(needs)} need(s); use an instruct "
+            "model (its tokenizer_config.json has a chat_template) or drop " + ", ".join(needs)
+        )
+
+
 def _template_text(tokenizer: Any, messages: list[Message], generation_prompt: bool) -> str:
-    return tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=False)
+    options = getattr(tokenizer, _OPTIONS, {})
+    return tokenizer.apply_chat_template(
+        messages, add_generation_prompt=generation_prompt, tokenize=False, **options
+    )
+
+
+def thinking_tokens(tokenizer: Any, text: str) -> int:
+    """Tokens of the thinking in a decoded model turn, tags included, counted by encoding it again:
+    every `<think>...</think>` span (to the end when one is never closed), and the text up to a
+    `</think>` that comes first (the template put the `<think>` in the prompt); 0 without them."""
+    spans = []
+    head, closed, rest = text.partition(THINK_CLOSE)
+    if closed and THINK_OPEN not in head:  # opened in the prompt: the turn starts mid-thought
+        spans.append(head + closed)
+        text = rest
+    for part in text.split(THINK_OPEN)[1:]:
+        thought, closed, _ = part.partition(THINK_CLOSE)
+        spans.append(THINK_OPEN + thought + closed)
+    return sum(len(tokenizer.encode(span, add_special_tokens=False)) for span in spans)
 
 
 def render_prompt(tokenizer: Any, messages: list[Message]) -> list[int]:

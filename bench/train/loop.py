@@ -10,7 +10,6 @@ are still in flight, count the step's model FLOPs (`bench.train.compute`), log, 
 
 from __future__ import annotations
 
-import copy
 import os
 import time
 from dataclasses import astuple, dataclass
@@ -22,6 +21,7 @@ import torch
 from bench.config import RunConfig, RunParts
 from bench.engines import make_engine
 from bench.engines.base import SamplingParams
+from bench.models import lora
 from bench.rollout.producer import RolloutProducer
 from bench.rollout.worker import EngineWorker
 from bench.seeding import derive_seed
@@ -65,7 +65,7 @@ def start_rollouts(config: RunConfig, task: Any, tokenizer: Any, learner: Learne
     acc = learner.accelerator
     engine = make_engine(
         config.engine,
-        copy.deepcopy(learner.unwrapped_policy).eval(),
+        lora.engine_model(learner.unwrapped_policy),  # LoRA hook: a plain (merged) copy
         tokenizer,
         process=config.engine_process,
         max_batch_size=config.engine_slots,
@@ -73,7 +73,7 @@ def start_rollouts(config: RunConfig, task: Any, tokenizer: Any, learner: Learne
         **({} if config.engine_dtype == "auto" else {"dtype": config.engine_dtype}),
     )
     previous_threads = _leave_cores_for_the_engine(engine, acc)
-    engine.update_weights(learner.unwrapped_policy.state_dict(), learner.version)
+    engine.update_weights(lora.engine_weights(learner.unwrapped_policy), learner.version)  # LoRA hook: merged
     worker = EngineWorker(engine)
     sampling = SamplingParams(
         temperature=config.temperature,
@@ -248,7 +248,7 @@ def evaluate_during_training(
     t0 = time.perf_counter()
     for name in eval_benchmarks(config):
         result = evaluate(
-            learner.unwrapped_policy,
+            lora.for_evaluation(learner.unwrapped_policy),  # LoRA hook: the policy, or a merged copy
             tokenizer,
             bench_registry.get(name),
             k=config.eval_k,
@@ -288,7 +288,7 @@ def _one_step(
     )
     record.update(learner.train_step(batch))
     if learner.version - rollouts.synced_version >= config.weight_sync_every:  # others still in flight
-        engine.update_weights(learner.unwrapped_policy.state_dict(), learner.version)
+        engine.update_weights(lora.engine_weights(learner.unwrapped_policy), learner.version)  # LoRA hook
         rollouts.synced_version = learner.version
     if sync:
         producer.release(n)

@@ -30,6 +30,7 @@ def batch_metrics(groups: list[Group], version: int) -> dict[str, float]:
         "reward/std": statistics.pstdev(rewards),
         "rollout/tokens": float(sum(len(t.response_ids) for t in trajs)),
         "rollout/action_tokens_mean": statistics.fmean(lengths),
+        "rollout/thinking_tokens_mean": statistics.fmean(t.thinking_tokens for t in trajs),
         "rollout/truncated_frac": statistics.fmean(float(t.truncated) for t in trajs),
         "rollout/turns_mean": statistics.fmean(t.turns for t in trajs),
         "rollout/env_failed": float(sum("env_error" in t.info for t in trajs)),

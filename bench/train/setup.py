@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.config import RunConfig, RunParts
+from bench.errors import UsageError
 
 # Default learning rates by model size. The paper's (1e-6 policy, 5e-6 critic) are for a 30B
 # model; a model of a few million parameters (the embedded tiny one, or a test checkpoint)
@@ -35,13 +36,40 @@ def policy_source(config: RunConfig, task: Any, checkpoint: Path | None = None) 
     return str(path)
 
 
+def template_needs(config: RunConfig, task: Any) -> list[str]:
+    """The settings of a run that only a chat template can render (empty: none)."""
+    needs = ["enable_thinking"] if config.enable_thinking is not None else []
+    return needs + (["task.system_prompt"] if getattr(task, "system_prompt", None) else [])
+
+
+def check_chat_template(config: RunConfig, task: Any) -> None:
+    """Before a run directory exists: a run that needs a chat template (`template_needs`) on a
+    model whose tokenizer has none is a one-line UsageError (only the tokenizer is read; a model
+    that cannot be read here is left to the model loading's own error)."""
+    needs = template_needs(config, task)
+    if not needs:
+        return
+    from bench.models.chat import require_template
+    from bench.models.loading import load_tokenizer
+
+    tokenizer = load_tokenizer("tiny" if config.model == "tiny" else config.model)
+    if tokenizer is not None:
+        try:
+            require_template(tokenizer, config.model, needs)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
+
 def load_policy_for_run(config: RunConfig, task: Any, checkpoint: Path | None = None):
-    """(policy model in train mode, tokenizer) for a run (`policy_source`)."""
+    """(policy model in train mode, tokenizer) for a run (`policy_source`), the tokenizer carrying
+    the run's chat-template options (`enable_thinking`)."""
+    from bench.models.chat import set_template_options
     from bench.models.loading import load_model_and_tokenizer
 
     model, tokenizer = load_model_and_tokenizer(policy_source(config, task, checkpoint))
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+    set_template_options(tokenizer, enable_thinking=config.enable_thinking)
     model.train()
     return model, tokenizer
 
@@ -99,7 +127,10 @@ def make_learner(parts: RunParts, resume: Path | None = None):
     config, algo, task = parts.config, parts.algorithm, parts.task
     accelerator = make_accelerator()
     seed_everything(config.seed)  # same initial weights on every rank
-    policy, tokenizer = load_policy_for_run(config, task, None if resume is None else resume / "policy")
+    from bench.models import lora
+
+    policy, tokenizer = load_policy_for_run(config, task, lora.policy_checkpoint(config, resume))
+    policy = lora.apply(policy, config, lora.adapter_dir(config, resume))  # LoRA hook: adapters or unchanged
     policy_lr, critic_lr = resolve_learning_rates(config, policy, config.task)
     learner = Learner(
         algo,

@@ -18,6 +18,7 @@ from typing import Any
 from bench.config import RECORDED_KEYS, RunConfig, RunParts, build_run, recorded_config
 from bench.config_renames import current_names
 from bench.errors import UsageError
+from bench.train.setup import check_chat_template
 from results.budgets import BUDGETS
 from results.files import write_json_atomic
 from results.rundir import RunDir
@@ -62,6 +63,10 @@ def start_run(parts: RunParts, out: str | Path | None = None, *, progress: bool 
     if state.num_processes > 1 and out is None:
         raise UsageError("--out is required under accelerate launch (every rank must use the same run dir)")
     out = check_out_dir(out if out is not None else default_run_dir(config))
+    check_chat_template(config, parts.task)
+    from bench.models.lora import check_run as check_lora
+
+    check_lora(config)  # LoRA hook: peft present, target modules match, before the run dir
     if state.is_main_process:
         run = RunDir.create(out, recorded_config(parts), environment_info(config.seed))
         run.lock()

@@ -9,6 +9,7 @@ from envs.math.graders import (
     grade_symbolic,
     gsm8k_reference,
     normalize_answer_string,
+    strip_thinking,
     symbolic_fallback_reason,
 )
 
@@ -21,5 +22,6 @@ __all__ = [
     "grade_symbolic",
     "gsm8k_reference",
     "normalize_answer_string",
+    "strip_thinking",
     "symbolic_fallback_reason",
 ]

@@ -13,7 +13,9 @@ Choices made here (documented because they change scores):
 1. The final answer is what `extract_final_answer` returns: the last `\\boxed{}`/`\\fbox{}`,
    else the last `Answer: X` / `answer is X` / `#### X` (rest of that line). Nothing else;
    in particular no "last number in the text" guess (a completion without a marked answer is
-   graded wrong with method `no-answer`).
+   graded wrong with method `no-answer`). Thinking is never read for the answer
+   (`strip_thinking`: only the text after the last `</think>` counts; a `<think>` never closed
+   leaves no answer), so a box inside a thinking model's reasoning does not score.
 2. math-verify is called with its timeouts disabled: its signal-based timeouts raise outside
    the main thread, and rollout workers grade from threads. Inputs longer than
    `MAX_SYMBOLIC_CHARS` skip math-verify (fallback) so a pathological answer cannot stall a
@@ -92,13 +94,28 @@ _MARKER_PATTERNS = (
 )
 
 
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+"""The thinking delimiters of Qwen3, DeepSeek-R1 and their distills."""
+
+
+def strip_thinking(text: str) -> str:
+    """`text` without its thinking: what follows the last `</think>` (also when the `<think>`
+    was in the prompt, as some templates put it there), "" when a `<think>` is never closed (the
+    budget ran out mid-thought), else `text` unchanged."""
+    if THINK_CLOSE in text:
+        return text.rsplit(THINK_CLOSE, 1)[1]
+    return "" if THINK_OPEN in text else text
+
+
 def extract_final_answer(text: str) -> str | None:
-    """The final answer of a completion: the last box, else the last marked answer.
+    """The final answer of a completion: the last box, else the last marked answer, both read
+    after the thinking (`strip_thinking`).
 
     Marked answers are `Answer: X` (also `**Answer:** X`, `Final answer: X`), `answer is X`
     and `#### X`; X is the rest of that line, stripped of markdown stars and a trailing
     period. The last occurrence over all three patterns wins. Returns None when none is found.
     """
+    text = strip_thinking(text)
     boxed = extract_boxed(text)
     if boxed is not None:
         return boxed

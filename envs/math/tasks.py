@@ -1,34 +1,45 @@
-"""`math`: training on a local file of math problems, with or without a Python tool.
+"""`math`: training on a dataset of math problems, with or without a Python tool.
 
 For real (pretrained) models, `--model PATH`; the embedded character-level model cannot do
 this task, so it has no demonstrations. Task arguments (`--set task.ARG=VALUE`):
 
-- `data` (required): a JSONL, JSON (list of objects), CSV or parquet file, one problem a row.
-  Columns are matched case-insensitively: the problem is `problem` (or `question`), the answer
-  `answer` (or `short answer`, as in IMOAnswerBench). When every answer contains `####` the
-  file is read as GSM8K (`question`/`answer` with the solution before `#### N`): the reference
-  becomes N and the full solution is kept in `meta["solution"]`.
+- `dataset` (required): a local CSV, JSON, JSONL, parquet or arrow file, a dataset directory
+  (`save_to_disk`, or a folder of data files), or a hub name `org/name[:config]` (offline: from
+  the local `datasets` cache; `envs.dataset_source`). `data` is its former name, still read.
+- `split` (default `train`): the split of a dataset directory or hub dataset to read.
+- `prompt_column`, `answer_column`: where the prompt and the reference answer are. Unset, the
+  layout is recognised (`envs.math.layouts`): plain `problem`/`question` + `answer`, TRL's
+  `prompt` + `solution`/`completion` (conversational lists too), verl's chat `prompt` +
+  `reward_model.ground_truth` (+ `data_source`). When every answer contains `####` the data
+  is read as GSM8K: the reference becomes the number after it and the full solution is kept
+  in `meta["solution"]`; a solution that marks its final answer (`\\boxed{}`, `Answer: X`) is
+  graded against that part.
 - `grader` in {auto, integer, gsm8k, symbolic} (`envs.math.graders`). `auto` picks gsm8k for
   GSM8K-style files, integer when every answer is an integer (AIME-style), else symbolic
   (math-verify with the counted string fallback; IMOAnswerBench-style). An explicit grader
   is checked against every answer when the task is built.
 - `tools` in {none, python}: `python` is the tool-integrated variant (`envs.math.python_tool`):
   up to `max_tool_calls` (default 8) sandboxed Python runs of `python_cpu_seconds` (default 5)
-  each, then a final answer. `none` is one turn.
+  each, then a final answer. `none` is one turn. The tool variant takes string prompts only.
+- `system_prompt`: a system message put before every prompt that has none (one-turn variant;
+  the tool variant has its own).
 - `eval_fraction` (default 0.1): the share of rows held out for evaluation.
 
-Prompt (both variants): the problem, a blank line, then "Please reason step by step, and put
-your final answer within \\boxed{}." (the wording of the benchmarks' `BOXED_TEMPLATE`, so
-training and `bench eval` prompts match). The tool variant adds a system prompt describing
-the tool. The reward is 1 for a correct final answer, else 0.
+Prompt: a string prompt is the problem, a blank line, then "Please reason step by step, and
+put your final answer within \\boxed{}." (the wording of the benchmarks' `BOXED_TEMPLATE`, so
+training and `bench eval` prompts match); a prompt given as chat messages (TRL's conversational
+layout, verl's) is used as it is. The tool variant adds a system prompt describing the tool.
+The reward is 1 for a correct final answer, else 0.
 
-Train/eval separation: a row is held out when sha256("math-split-v1" + its problem text with
-whitespace collapsed), read as a number in [0, 1), is below `eval_fraction`. The split depends
-only on the problem text, not on row order, file or seed, and duplicated problems land on the
-same side, so training never draws a held-out problem. If the hash leaves one side empty, the
-row nearest the boundary moves over (a file needs at least two distinct problems).
-`sample_problem` draws uniformly from the training rows; `eval_problems(n, seed)` returns the
-first n held-out rows in an order shuffled by `seed` (all of them when n exceeds their number).
+Train/eval separation (held-out rows by content hash, within the one split read; a dataset's
+own test split is not used): a row is held out when sha256("math-split-v1" + its problem text
+with whitespace collapsed; a message prompt's text is its `role: content` lines), read as a
+number in [0, 1), is below `eval_fraction`. The split depends only on the problem text, not on
+row order, file or seed, and duplicated problems land on the same side, so training never draws
+a held-out problem. If the hash leaves one side empty, the row nearest the boundary moves over
+(a dataset needs at least two distinct problems). `sample_problem` draws uniformly from the
+training rows; `eval_problems(n, seed)` returns the first n held-out rows in an order shuffled
+by `seed` (all of them when n exceeds their number).
 """
 
 from __future__ import annotations
@@ -39,8 +50,15 @@ from pathlib import Path
 from typing import Any
 
 from envs.base import Env, Grader, Message, Problem, SingleTurnEnv, Task
-from envs.data_files import read_rows
-from envs.math.graders import grade_gsm8k, grade_integer, grade_symbolic, gsm8k_reference
+from envs.dataset_source import read_dataset
+from envs.math.graders import (
+    extract_final_answer,
+    grade_gsm8k,
+    grade_integer,
+    grade_symbolic,
+    gsm8k_reference,
+)
+from envs.math.layouts import read_records
 from envs.math.python_tool import DEFAULT_CPU_SECONDS, DEFAULT_OBSERVATION_CHARS, MathToolEnv, python_limits
 from envs.splits import Split, hash_position, held_out_split
 from envs.tools import TOOL_STOP
@@ -49,30 +67,17 @@ GRADERS: dict[str, Grader] = {"integer": grade_integer, "gsm8k": grade_gsm8k, "s
 """Grader name (task arg `grader`) -> grader; `auto` chooses among these from the data."""
 
 TOOL_MODES = ("none", "python")
-PROBLEM_COLUMNS = ("problem", "question")
-ANSWER_COLUMNS = ("answer", "short answer")
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
-"""Appended to every problem (same wording as `benchmarks.math_sets.BOXED_TEMPLATE`)."""
+"""Appended to every string prompt (same wording as `benchmarks.math_sets.BOXED_TEMPLATE`)."""
 
 MISSING_DATA = (
-    "task 'math' needs --set task.data=PATH (a JSONL/CSV with problem and answer columns, "
-    "e.g. ../shared/data/gsm8k/test.jsonl)"
+    "task 'math' needs --set task.dataset=NAME_OR_PATH (a local csv/json/jsonl/parquet/arrow file, a "
+    "dataset directory or a hub dataset name, e.g. ../shared/data/gsm8k/test.jsonl)"
 )
 _SPLIT_SALT = "math-split-v1"
 
 
 # ----------------------------------------------------------------------------- data
-
-
-def _column(columns: list[str], names: tuple[str, ...], path: Path, what: str) -> str:
-    """The first column whose lower-cased, stripped name is in `names`."""
-    by_name = {c.strip().lower(): c for c in columns}
-    for name in names:
-        if name in by_name:
-            return by_name[name]
-    raise ValueError(
-        f"{path} has no {what} column (one of {', '.join(names)}); columns: {', '.join(columns)}"
-    )
 
 
 def _is_integer(answer: str) -> bool:
@@ -84,56 +89,64 @@ def _is_integer(answer: str) -> bool:
     return True
 
 
-def _check_answers(answers: list[str], grader: str, path: Path) -> None:
+def _check_answers(answers: list[str], grader: str, origin: str) -> None:
     """Refuse an explicit grader that cannot read some reference answer (first bad row named)."""
     for i, answer in enumerate(answers):
         if grader == "integer" and not _is_integer(answer):
-            raise ValueError(f"grader='integer' but row {i} of {path} has answer {answer!r}")
+            raise ValueError(f"grader='integer' but row {i} of {origin} has answer {answer!r}")
         if grader == "gsm8k":
             try:
                 gsm8k_reference(answer)
             except ValueError:
-                raise ValueError(f"grader='gsm8k' but row {i} of {path} has answer {answer!r}") from None
+                raise ValueError(f"grader='gsm8k' but row {i} of {origin} has answer {answer!r}") from None
 
 
-def load_problems(path: Path, grader: str = "auto") -> tuple[list[Problem], str]:
-    """All rows of `path` as Problems (file order, keys `math-<row>`) and the grader name to use.
+def _references(answers: list[str]) -> tuple[list[str], list[str | None], bool]:
+    """(references, full solutions or None, GSM8K schema?): the number after `####` when every
+    answer has one, else the final answer of an answer that marks one (a solution or completion:
+    `extract_final_answer`, the last box or `Answer: X`), else the answer itself."""
+    if all("####" in a for a in answers):
+        return [a.rsplit("####", 1)[1].strip() for a in answers], list(answers), True
+    references, solutions = [], []
+    for answer in answers:
+        final = extract_final_answer(answer)
+        marked = bool(final) and final != answer
+        references.append(final if marked else answer)
+        solutions.append(answer if marked else None)
+    return references, solutions, False
 
-    See the module docstring for the accepted columns, the GSM8K detection and `auto`.
-    """
-    rows = read_rows(path)
-    if not rows:
-        raise ValueError(f"{path} holds no rows")
-    columns = list(rows[0])
-    problem_col = _column(columns, PROBLEM_COLUMNS, path, "problem")
-    answer_col = _column(columns, ANSWER_COLUMNS, path, "answer")
-    texts, answers = [], []
-    for i, row in enumerate(rows):
-        text = str(row.get(problem_col) or "").strip()
-        answer = str(row.get(answer_col) if row.get(answer_col) is not None else "").strip()
-        if not text or not answer:
-            raise ValueError(f"row {i} of {path} has an empty {problem_col!r} or {answer_col!r}")
-        texts.append(text)
-        answers.append(answer)
-    gsm8k_schema = all("####" in a for a in answers)
-    solutions = answers if gsm8k_schema else [None] * len(answers)
-    if gsm8k_schema:  # the reference is the number after the last `####`
-        answers = [a.rsplit("####", 1)[1].strip() for a in answers]
+
+def load_problems(
+    source: str | Path,
+    grader: str = "auto",
+    split: str = "train",
+    prompt_column: str | None = None,
+    answer_column: str | None = None,
+) -> tuple[list[Problem], str]:
+    """All rows of the dataset `source` as Problems (source order, keys `math-<row>`) and the
+    grader name to use. See the module docstring for the sources, layouts, GSM8K and `auto`."""
+    origin = str(source)
+    records = read_records(read_dataset(source, split, "task.split"), prompt_column, answer_column, origin)
+    answers, solutions, gsm8k_schema = _references([r.answer for r in records])
     if grader == "auto":
         if gsm8k_schema:
             grader = "gsm8k"
         else:
             grader = "integer" if all(_is_integer(a) for a in answers) else "symbolic"
-    _check_answers(answers, grader, path)
-    problems = [
-        Problem(
-            key=f"math-{i:05d}",
-            prompt=f"{text}\n\n{INSTRUCTION}",
-            answer=answer,
-            meta={"row": i, "problem": text, **({"solution": solution} if solution else {})},
-        )
-        for i, (text, answer, solution) in enumerate(zip(texts, answers, solutions, strict=True))
-    ]
+    _check_answers(answers, grader, origin)
+    problems = []
+    for i, (record, answer, solution) in enumerate(zip(records, answers, solutions, strict=True)):
+        meta: dict[str, Any] = {"row": i, "problem": record.text, **record.meta}
+        if solution:
+            meta["solution"] = solution
+        if record.messages is not None:
+            meta["messages"] = record.messages
+            prompt = next(
+                (m["content"] for m in reversed(record.messages) if m["role"] == "user"), record.text
+            )
+        else:
+            prompt = f"{record.text}\n\n{INSTRUCTION}"
+        problems.append(Problem(key=f"math-{i:05d}", prompt=prompt, answer=answer, meta=meta))
     return problems, grader
 
 
@@ -184,7 +197,7 @@ def _number(field: str, value: Any, low: float, high: float, integer: bool = Fal
 
 
 class MathTask(Task):
-    """Math problems from a local file, graded by the chosen grader; optionally with a Python tool.
+    """Math problems from a dataset, graded by the chosen grader; optionally with a Python tool.
 
     See the module docstring for the task arguments, the prompt and the train/eval split.
     With `tools="python"` the instance sets `stop = ("</tool>",)` and
@@ -192,7 +205,10 @@ class MathTask(Task):
     """
 
     name = "math"
-    summary = "math problems from a file (task.data=PATH), graded answers, optional sandboxed Python tool"
+    summary = (
+        "math problems from a dataset (task.dataset=PATH or hub name), graded answers, optional sandboxed "
+        "Python tool"
+    )
     default_runtime = "local"  # the python variant runs code in the local sandbox
     max_new_tokens = 2048
     max_turns = 1
@@ -200,30 +216,46 @@ class MathTask(Task):
 
     def __init__(
         self,
-        data: str | None = None,
+        dataset: str | None = None,
+        split: str = "train",
+        prompt_column: str | None = None,
+        answer_column: str | None = None,
+        system_prompt: str | None = None,
         grader: str = "auto",
         tools: str = "none",
         max_tool_calls: int = 8,
         eval_fraction: float = 0.1,
         python_cpu_seconds: float = DEFAULT_CPU_SECONDS,
         max_observation_chars: int = DEFAULT_OBSERVATION_CHARS,
+        data: str | None = None,
     ):
-        """Validate the arguments and load `data` (see the module docstring)."""
-        if data is None or data == "":
+        """Validate the arguments and load `dataset` (see the module docstring; `data` is the
+        former name of `dataset`)."""
+        if data not in (None, "") and dataset not in (None, ""):
+            raise ValueError("set task.dataset only (task.data is its former name)")
+        dataset = dataset if dataset not in (None, "") else data
+        if dataset is None or dataset == "":
             raise ValueError(MISSING_DATA)
-        if not isinstance(data, str | Path):
-            raise ValueError(f"data must be a file path; got {data!r}")
+        if not isinstance(dataset, str | Path):
+            raise ValueError(f"dataset must be a path or a hub dataset name; got {dataset!r}")
         self.tools = _choice("tools", tools, TOOL_MODES)
         requested = _choice("grader", grader, ["auto", *GRADERS])
         self.max_tool_calls = _number("max_tool_calls", max_tool_calls, 1, 1000, integer=True)
         self.eval_fraction = _number("eval_fraction", eval_fraction, 1e-9, 1 - 1e-9)
         self.python_cpu_seconds = _number("python_cpu_seconds", python_cpu_seconds, 1, 600)
         self.max_observation_chars = _number("max_observation_chars", max_observation_chars, 100, 10**6, True)
-        self.data = Path(data)
-        problems, self.grader_name = load_problems(self.data, requested)
+        self.system_prompt = system_prompt or None
+        self.dataset = str(dataset)
+        problems, self.grader_name = load_problems(dataset, requested, split, prompt_column, answer_column)
         self.grader = GRADERS[self.grader_name]
         self.train, self.held_out = split_train_eval(problems, self.eval_fraction)
         if self.tools == "python":  # instance attributes shadow the Task ClassVars for this run
+            if any("messages" in p.meta for p in problems):
+                raise ValueError(
+                    "tools='python' takes string prompts; this dataset's prompts are chat messages"
+                )
+            if self.system_prompt is not None:
+                raise ValueError("tools='python' has its own system prompt (the tool's); drop system_prompt")
             self.stop = (TOOL_STOP,)
             self.max_turns = self.max_tool_calls + 1
         else:
@@ -245,7 +277,7 @@ class MathTask(Task):
     def make_env(self, problem: Problem) -> Env:
         """A one-turn episode (`tools="none"`) or a Python-tool episode (`tools="python"`)."""
         if self.tools == "none":
-            return SingleTurnEnv(problem, self.grader)
+            return SingleTurnEnv(problem, self.grader, self.system_prompt)
         return MathToolEnv(
             problem,
             self.grader,

@@ -30,3 +30,16 @@ def base_checkpoint(tmp_path_factory):
     out = tmp_path_factory.mktemp("base") / "arith"
     pretrain("arith", TASK_ARGS, seed=0, out=out, steps=200, n_examples=4000, progress=False)
     return out
+
+
+@pytest.fixture(scope="session")
+def fresh_tiny(tmp_path_factory):
+    """An untrained tiny model and its tokenizer in a local directory (`--model DIR`), for tasks
+    without a tiny base checkpoint and for LoRA runs."""
+    from bench.models.tiny import new_tiny_model
+
+    out = tmp_path_factory.mktemp("fresh-tiny")
+    model, tokenizer = new_tiny_model(0)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

@@ -27,6 +27,7 @@ from sweeps.comparison import ComparisonSpec, EvalPlan
 from sweeps.spec import Arm
 
 REPO = Path(__file__).resolve().parents[2]
+BYO = "tests/fixtures/byo"
 
 RUN = [
     (["--algo", "grp"], "did you mean 'grpo'?"),
@@ -82,6 +83,31 @@ RUN = [
     (["--set", "max_tokens=1e999"], "max_tokens: expected int, got inf"),
     (["--set", "max_trajectories=1e30"], "max_trajectories: 1e+30 is above the largest budget, 2**53"),
     (["--out", "{long}"], "{long}: file name too long; choose a shorter name"),
+    (
+        ["--task", "math", "--set", "task.dataset=some-org/not-cached"],
+        "dataset 'some-org/not-cached' is not in the local datasets cache and HF_",
+    ),
+    (
+        ["--task", "math", "--set", f"task.dataset={BYO}/trl_sums.jsonl", "--set", "task.answer_column=gold"],
+        "has no column 'gold' (task.answer_column); columns found: prompt, solution",
+    ),
+    (
+        ["--task", "math", "--set", f"task.dataset={BYO}/hub_sums", "--set", "task.split=dev"],
+        "has no split 'dev'; set task.split to one of: train, test",
+    ),
+    (
+        ["--set", "lora_rank=4", "--set", "lora_target_modules=q_proj,query"],
+        "lora_target_modules: query match(es) no layer of the model; valid: all-linear or some of down_proj",
+    ),
+    (["--set", "lora_rank=-1"], "lora_rank must be >= 0"),
+    (["--task", "rg:chain_sun"], "unknown reasoning-gym dataset 'chain_sun'; did you mean 'rg:chain_sum'?"),
+    (["--task", "rg:chain_sum", "--set", "task.min_term=2"], "did you mean 'min_terms'?); valid: size"),
+    (["--config", "{typo_yaml}"], "algo.dis_eps_hihg: unknown field of sao (did you mean 'dis_eps_high'?)"),
+    (["--set", "enable_thinking=false"], "model 'tiny' has no chat template, which enable_thinking need(s)"),
+    (
+        ["--task", "math", "--set", f"task.dataset={BYO}/trl_sums.jsonl", "--set", "task.system_prompt=Hi"],
+        "has no chat template, which task.system_prompt need(s); use an instruct model",
+    ),
 ]
 
 EVAL = [
@@ -103,6 +129,10 @@ EVAL = [
     ),
     (["--model", "tiny", "--bench", "arith", "--out", "{file}"], "not a directory; name a new directory"),
     (["--model", "tiny", "--bench", "arith", "--out", "{file}/sub"], "is a file); name a new directory"),
+    (
+        ["--model", "tiny", "--bench", "aime25", "--data", f"{BYO}/hub_sums"],
+        "benchmark 'aime25': tests/fixtures/byo/hub_sums row 0 lacks column(s) problem",
+    ),
     (
         ["--model", "{empty}", "--bench", "arith", "--limit", "3", "--out", "{finished}"],
         "holds a finished evaluation with other settings (benchmark, data_hash",
@@ -244,7 +274,7 @@ POWER = [
 
 PRETRAIN = [
     (["--task", "arit"], "did you mean 'arith'?"),
-    (["--task", "math"], "task 'math' needs --set task.data=PATH"),
+    (["--task", "math"], "task 'math' needs --set task.dataset=NAME_OR_PATH"),
     (["--task", "arith", "--set", "steps=3"], "bench pretrain --set takes only task.KEY=VALUE, got 'steps'"),
     (["--task", "arith", "--set", "task.nosuch=1"], "task.nosuch: unknown argument of task 'arith'"),
     (["--task", "arith", "--steps", "5"], "--steps other than the arith recipe's 1000 needs --out DIR"),
@@ -285,6 +315,7 @@ def places(tmp_path_factory):
     for name in ("run", "locked"):
         RunDir.create(root / name, _full_config(config), {})
     RunDir(root / "locked").lock()  # held by this process until the module's tests end
+    (root / "typo.yaml").write_text("algo:\n  dis_eps_hihg: 4.0\n")
     (root / "space_typo.toml").write_text('[params."algo.eps_hihg"]\ntype = "float"\nlow = 1.0\nhigh = 2.0\n')
     (root / "space_bad.toml").write_text(
         '[params."algo.dis_eps_high"]\ntype = "float"\nlow = 3.0\nhigh = 2.0\n'
@@ -313,6 +344,7 @@ def places(tmp_path_factory):
         "space_typo": str(root / "space_typo.toml"),
         "space_bad": str(root / "space_bad.toml"),
         "long": str(root / ("x" * 300) / "out"),
+        "typo_yaml": str(root / "typo.yaml"),
     }
     RunDir(root / "locked").unlock()
 

@@ -170,12 +170,13 @@ def test_registry():
     with pytest.raises(UnknownTaskError) as err:
         task_registry.make("arth")
     assert (
-        str(err.value) == f"unknown task 'arth'; did you mean 'arith'? available: {', '.join(sorted(TASKS))}"
+        str(err.value)
+        == f"unknown task 'arth'; did you mean 'arith'? available: {', '.join(sorted(TASKS))}, rg:<name>"
     )
     assert isinstance(err.value, ValueError)
     with pytest.raises(UnknownTaskError) as err:
         task_registry.make("zzz")
-    assert str(err.value) == f"unknown task 'zzz'; available: {', '.join(sorted(TASKS))}"
+    assert str(err.value) == f"unknown task 'zzz'; available: {', '.join(sorted(TASKS))}, rg:<name>"
     with pytest.raises(UnknownTaskError, match=r"^task 'arith': .*unexpected keyword argument 'bogus'"):
         task_registry.make("arith", bogus=1)
 

@@ -255,8 +255,8 @@ def test_missing_data_message() -> None:
     with pytest.raises(ValueError) as info:
         MathTask()
     assert str(info.value) == MISSING_DATA
-    assert MISSING_DATA.startswith("task 'math' needs --set task.data=PATH")
-    with pytest.raises(UnknownTaskError, match="needs --set task.data=PATH"):
+    assert MISSING_DATA.startswith("task 'math' needs --set task.dataset=NAME_OR_PATH")
+    with pytest.raises(UnknownTaskError, match="needs --set task.dataset=NAME_OR_PATH"):
         task_registry.make("math")
 
 
@@ -285,9 +285,11 @@ def test_bad_files(tmp_path: Path) -> None:
         MathTask(data=str(tmp_path / "missing.jsonl"))
     with pytest.raises(ValueError, match="unsupported extension '.txt'; use one of .csv, .json"):
         MathTask(data=str(tmp_path / "d.txt"))
-    no_answer = write_csv(tmp_path / "n.csv", ["problem", "solution"], [["P1", "3"]])
+    no_answer = write_csv(tmp_path / "n.csv", ["problem", "result"], [["P1", "3"]])
     with pytest.raises(
-        ValueError, match="no answer column .one of answer, short answer.; columns: problem, solution"
+        ValueError,
+        match="no answer column recognised .one of answer, short answer, solution, .*; columns found: "
+        "problem, result; set --set task.answer_column=NAME",
     ):
         MathTask(data=str(no_answer))
 

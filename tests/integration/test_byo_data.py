@@ -1,0 +1,101 @@
+"""Bringing your own data: a verl parquet, a TRL jsonl and a hub-style `save_to_disk`
+directory each train a few steps of the `math` task from one `bench run` command (a fresh
+tiny model saved as a local transformers directory: its character tokenizer reads the ASCII
+sums of tests/fixtures/byo)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BYO = REPO / "tests" / "fixtures" / "byo"
+
+
+@pytest.fixture(scope="module")
+def chat_tiny(fresh_tiny, tmp_path_factory) -> Path:
+    """The same model with a Qwen3-like chat template (`enable_thinking=false` closes an empty
+    thought in the generation prompt), as an instruct model's directory has one."""
+    from transformers import AutoTokenizer
+
+    from tests.unit.bench.test_chat_thinking import TEMPLATE
+
+    out = tmp_path_factory.mktemp("chat-tiny")
+    for path in fresh_tiny.iterdir():
+        (out / path.name).write_bytes(path.read_bytes())
+    tokenizer = AutoTokenizer.from_pretrained(fresh_tiny)
+    tokenizer.chat_template = TEMPLATE
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def bench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "bench.cli", *args], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", ["verl_sums.parquet", "trl_sums.jsonl", "hub_sums"])
+def test_a_dataset_trains_a_few_steps_from_one_command(source, fresh_tiny, tmp_path):
+    out = tmp_path / "run"
+    done = bench(
+        "run",
+        "--task",
+        "math",
+        "--set",
+        f"task.dataset={BYO / source}",
+        "--model",
+        str(fresh_tiny),
+        "--steps",
+        "2",
+        "--out",
+        str(out),
+        "--set",
+        "trajectories_per_step=4",
+        "--set",
+        "max_new_tokens=8",
+        "--set",
+        "engine_slots=4",
+        "--no-progress",
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2]
+    assert json.loads((out / "config.json").read_text())["task_args"]["dataset"] == str(BYO / source)
+    assert metrics[0]["rollout/thinking_tokens_mean"] == 0  # a model that does not think
+
+
+@pytest.mark.slow
+def test_an_instruct_model_trains_with_a_system_prompt_and_thinking_off(chat_tiny, tmp_path):
+    out = tmp_path / "run"
+    done = bench(
+        "run",
+        "--task",
+        "math",
+        "--set",
+        f"task.dataset={BYO / 'verl_sums.parquet'}",
+        "--set",
+        "task.system_prompt=Be brief.",
+        "--set",
+        "enable_thinking=false",
+        "--model",
+        str(chat_tiny),
+        "--steps",
+        "1",
+        "--out",
+        str(out),
+        "--set",
+        "trajectories_per_step=4",
+        "--set",
+        "max_new_tokens=8",
+        "--no-progress",
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    config = json.loads((out / "config.json").read_text())
+    assert config["enable_thinking"] is False and config["task_args"]["system_prompt"] == "Be brief."
+    assert "rollout/thinking_tokens_mean" in json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
