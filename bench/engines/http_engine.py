@@ -47,14 +47,20 @@ from bench.engines.weight_wire import (
     unique_tensors,
     update_info,
 )
+from bench.errors import RunStopped, UsageError
+from results.rundir import RunOutcome
 
 _POLL_S = 0.01  # how long step() waits for a completion before returning an empty list
 REQUEST_TIMEOUT_S = 600.0  # one generation or one weight-transfer call
 _SEED_STRIDE = 1_000_003  # a resubmitted request's seed: its own stream, not the first attempt's again
 
 
-class ServerFailed(RuntimeError):
-    """An inference server did not answer or answered with an error."""
+class ServerFailed(RunStopped):
+    """An inference server did not answer or answered with an error: the run stops with this
+    one line (outcome "failed"); its checkpoints stay, and `--resume` continues once the server
+    answers again at the same URL."""
+
+    outcome = RunOutcome.FAILED
 
 
 def call(
@@ -81,6 +87,18 @@ def _ok(url: str, route: str, body: dict | None = None, query: str = "") -> Any:
     if status != 200:
         raise ServerFailed(f"rollout server {url}: {route} answered HTTP {status}: {answer}")
     return answer
+
+
+def check_servers(urls: list[str]) -> None:
+    """UsageError naming the first server in `urls` that does not answer `/health` (checked
+    before any model loads)."""
+    for url in urls:
+        try:
+            status, _ = call(url.rstrip("/"), Route.HEALTH, timeout=10)
+        except ServerFailed as err:
+            raise UsageError(f"rollout_urls: {err}") from None
+        if status != 200:
+            raise UsageError(f"rollout_urls: {url} answered /health with HTTP {status}")
 
 
 def _transfer_address(url: str) -> str:

@@ -31,8 +31,10 @@ class ServerProcess:
             self.process.stdout.close()
 
 
-def start_double(model_dir: str | Path, slots: int = 32, timeout: float = START_TIMEOUT_S) -> ServerProcess:
-    """A double server over the HF model in `model_dir` on a free port, once it serves; raises
+def start_double(
+    model_dir: str | Path, slots: int = 32, port: int = 0, timeout: float = START_TIMEOUT_S
+) -> ServerProcess:
+    """A double server over the HF model in `model_dir` on `port` (0: a free one), once it serves; raises
     RuntimeError with its output when it exits or stays silent for `timeout` seconds."""
     process = subprocess.Popen(
         [

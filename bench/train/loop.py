@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from bench.config import RunConfig, RunParts
+from bench.config import RunConfig, RunParts, rollout_urls
 from bench.engines import make_engine
 from bench.engines.base import SamplingParams
 from bench.errors import RunStopped
@@ -31,6 +31,7 @@ from bench.train.checkpoints import save_checkpoint
 from bench.train.learner import Learner, build_batch
 from bench.train.metrics import advance_bar, batch_metrics, progress_bar, timeline_record
 from bench.train.outcome import recorded_outcome
+from bench.train.policy_weights import policy_weights
 from bench.train.setup import make_learner
 from results.budgets import BUDGETS, BudgetKind
 from results.rundir import RunDir, RunOutcome
@@ -149,9 +150,10 @@ def start_rollouts(config: RunConfig, task: Any, tokenizer: Any, learner: Learne
         process=config.engine_process,
         max_batch_size=config.engine_slots,
         engine_args=config.engine_args,
+        rollout_urls=rollout_urls(config),
     )
     previous_threads = _leave_cores_for_the_engine(engine, acc)
-    engine.update_weights(learner.unwrapped_policy.state_dict(), learner.version)
+    engine.update_weights(policy_weights(learner), learner.version)
     worker = EngineWorker(engine)
     sampling = SamplingParams(
         temperature=config.temperature,
@@ -363,7 +365,7 @@ def _one_step(
     )
     record.update(learner.train_step(batch))
     if learner.version != version_before:  # other trajectories are still in flight
-        engine.update_weights(learner.unwrapped_policy.state_dict(), learner.version)
+        engine.update_weights(policy_weights(learner), learner.version)
     if sync:
         producer.release(n)
     if run is not None:
