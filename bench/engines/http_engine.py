@@ -137,7 +137,7 @@ class HTTPEngine(Engine):
         self._updating, self._epoch, self._closing = False, 0, False
         self._in_flight, self._next_server = 0, 0
         self._counters = {"tokens": 0, "seconds": 0.0, "active": 0, "steps": 0}
-        self._transfer = {"updates": 0, "seconds": 0.0, "bytes": 0, "resubmitted": 0}
+        self._transfer = {"updates": 0, "seconds": 0.0, "send_seconds": 0.0, "bytes": 0, "resubmitted": 0}
         self._started = time.perf_counter()
         self.update_weights(model.state_dict(), 0)
 
@@ -219,19 +219,23 @@ class HTTPEngine(Engine):
         _ok(url, Route.START_WEIGHT_UPDATE)
         with ThreadPoolExecutor(max_workers=1) as one:
             answer = one.submit(_ok, url, Route.UPDATE_WEIGHTS, {"update_info": update_info(named)})
+            start = time.perf_counter()
             send(group, named, self.buffer_bytes)
+            self._transfer["send_seconds"] += time.perf_counter() - start
             answer.result()
         _ok(url, Route.FINISH_WEIGHT_UPDATE, {"weight_version": str(version)})
         _ok(url, Route.RESUME)
 
     def stats(self) -> dict[str, float]:
         """Tokens received, seconds since construction, tokens/s; weight updates with their
-        seconds and bytes (summed over servers); requests resubmitted after an update's abort."""
+        seconds, the seconds of the broadcasts alone and the bytes (summed over servers);
+        requests resubmitted after an update's abort."""
         t = self._transfer
         return {
             **throughput_stats(self._counters),
             "weight_updates": float(t["updates"]),
             "weight_update_seconds": t["seconds"],
+            "weight_send_seconds": t["send_seconds"],
             "weight_bytes": float(t["bytes"]),
             "resubmitted": float(t["resubmitted"]),
         }

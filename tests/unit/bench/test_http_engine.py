@@ -113,3 +113,18 @@ def test_a_server_dying_mid_run_fails_step(double):
                 engine.step()
     finally:
         engine.close()
+
+
+def test_the_run_config_pairs_the_http_engine_with_answering_servers(double):
+    from bench.config import build_config, validate
+    from bench.errors import UsageError
+
+    _, url, _, _ = double
+    validate(build_config({"engine": "http", "rollout_urls": f"{url}, {url}"}))
+    with pytest.raises(UsageError, match="rollout_urls: the http engine needs them"):
+        validate(build_config({"engine": "http"}))
+    with pytest.raises(UsageError, match="and only it takes them"):
+        validate(build_config({"rollout_urls": url}))
+    dead = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(UsageError, match=f"rollout_urls: rollout server {dead} does not answer"):
+        validate(build_config({"engine": "http", "rollout_urls": f"{url},{dead}"}))
