@@ -45,6 +45,8 @@ def start_double(
             str(model_dir),
             "--slots",
             str(slots),
+            "--port",
+            str(port),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
