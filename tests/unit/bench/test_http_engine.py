@@ -56,8 +56,10 @@ def double():
     model, tok = new_tiny_model(0)
     server = DoubleServer(copy.deepcopy(model), tok, max_batch_size=4)
     http = serve(server)
+    server.http = http  # for the test that takes it down
     yield server, f"http://127.0.0.1:{http.server_address[1]}", model, tok
     http.shutdown()
+    http.server_close()
     server.close()
 
 
@@ -105,8 +107,8 @@ def test_a_server_dying_mid_run_fails_step(double):
     server, url, model, tok = double
     engine = HTTPEngine([url], copy.deepcopy(model), tok, max_batch_size=4)
     try:
-        server.close()  # its engine thread stops: requests are refused from here on
-        server.engine.submit = None  # a broken server: generate raises inside its handler
+        server.http.shutdown()  # the server goes away: connections are refused from here on
+        server.http.server_close()
         engine.submit(GenerationRequest("r", [tok.bos_token_id], SamplingParams(max_new_tokens=4), 0))
         with pytest.raises(ServerFailed, match="rollout server"):
             for _ in range(500):
