@@ -91,6 +91,10 @@ def test_generate_and_health_routes():
     launcher = (vllm_source() / "entrypoints/launchers/api_server/routers.py").read_text()
     dev = launcher.index("if envs.VLLM_SERVER_DEV_MODE:")
     assert dev < launcher.index("register_rl_api_routers(app)")  # the RL routes need VLLM_SERVER_DEV_MODE=1
+    # the serve flags docs/backends.md gives
+    arg_utils = (vllm_source() / "engine/arg_utils.py").read_text()
+    assert '"--weight-transfer-config"' in arg_utils and '"--logprobs-mode"' in arg_utils
+    assert '"processed_logprobs"' in (vllm_source() / "config/model.py").read_text()
 
 
 def test_pause_modes_are_vllms():
