@@ -24,6 +24,7 @@ one line naming it; the run loop ends the run there with a checkpoint to resume 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import threading
 import time
@@ -90,8 +91,14 @@ def _ok(url: str, route: str, body: dict | None = None, query: str = "") -> Any:
 
 
 def check_servers(urls: list[str]) -> None:
-    """UsageError naming the first server in `urls` that does not answer `/health` (checked
-    before any model loads)."""
+    """UsageError naming the first server in `urls` that does not answer `/health`, or a run
+    under a distributed launcher (checked before any model loads): every learner rank would
+    open its own transfer group and push its own weights, so one learner process for now."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1:
+        raise UsageError(
+            f"engine http: one learner process (WORLD_SIZE={world}); run without accelerate launch/torchrun"
+        )
     for url in urls:
         try:
             status, _ = call(url.rstrip("/"), Route.HEALTH, timeout=10)

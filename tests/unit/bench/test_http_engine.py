@@ -117,7 +117,7 @@ def test_a_server_dying_mid_run_fails_step(double):
         engine.close()
 
 
-def test_the_run_config_pairs_the_http_engine_with_answering_servers(double):
+def test_the_run_config_pairs_the_http_engine_with_answering_servers(double, monkeypatch):
     from bench.config import build_config, validate
     from bench.errors import UsageError
 
@@ -130,3 +130,6 @@ def test_the_run_config_pairs_the_http_engine_with_answering_servers(double):
     dead = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(UsageError, match=f"rollout_urls: rollout server {dead} does not answer"):
         validate(build_config({"engine": "http", "rollout_urls": f"{url},{dead}"}))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(UsageError, match="engine http: one learner process"):
+        validate(build_config({"engine": "http", "rollout_urls": url}))
