@@ -45,7 +45,9 @@ class DoubleServer:
         self._results: dict[str, Completion] = {}
         self._group: Any = None
         self._buffer_bytes = 0
-        self._staged: dict[str, torch.Tensor] | None = None
+        self._staged: dict[str, torch.Tensor] | None = None  # this update's tensors, by name
+        self._store: dict[str, torch.Tensor] = {}  # staging memory, kept between updates
+        self._buffers: list[torch.Tensor] = []  # receive buffers, kept between updates
         self._stopped = False
         self._thread = threading.Thread(target=self._loop, name="double-engine", daemon=True)
         self._thread.start()
@@ -160,8 +162,12 @@ class DoubleServer:
         """`/update_weights`: receive the broadcast the update info describes."""
         if self._staged is None:
             return 400, {"error": "POST /start_weight_update first"}
-        for chunk in receive(self._group, body["update_info"], self._buffer_bytes):
-            self._staged.update(chunk)
+        for chunk in receive(self._group, body["update_info"], self._buffer_bytes, self._buffers):
+            for name, tensor in chunk:  # copied out: the views die with the next buffer
+                kept = self._store.get(name)
+                if kept is None or kept.shape != tensor.shape or kept.dtype != tensor.dtype:
+                    kept = self._store[name] = torch.empty_like(tensor)
+                self._staged[name] = kept.copy_(tensor)
         return 200, {"message": "Weights updated"}
 
     def finish_update(self, body: dict | None) -> tuple[int, dict]:

@@ -139,6 +139,7 @@ class HTTPEngine(Engine):
             max_workers=max_batch_size * len(self.urls), thread_name_prefix="rollout-http"
         )
         self._groups = list(self._pool.map(self._open_transfer, self.urls))
+        self._send_buffers: dict[str, list] = {url: [] for url in self.urls}  # packing memory per server
         self._done: queue.Queue = queue.Queue()
         self._gate = threading.Condition()  # guards _updating, _epoch, _closing
         self._updating, self._epoch, self._closing = False, 0, False
@@ -227,7 +228,7 @@ class HTTPEngine(Engine):
         with ThreadPoolExecutor(max_workers=1) as one:
             answer = one.submit(_ok, url, Route.UPDATE_WEIGHTS, {"update_info": update_info(named)})
             start = time.perf_counter()
-            send(group, named, self.buffer_bytes)
+            send(group, named, self.buffer_bytes, self._send_buffers[url])
             self._transfer["send_seconds"] += time.perf_counter() - start
             answer.result()
         _ok(url, Route.FINISH_WEIGHT_UPDATE, {"weight_version": str(version)})

@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime
 import math
 import socket
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -30,6 +31,8 @@ import torch.distributed as dist
 
 DEFAULT_BUFFER_BYTES = 64 * 1024 * 1024
 """Packed buffer size of the CPU transport (vLLM's NCCL default is 1 GiB: a GPU buffer)."""
+NUM_BUFFERS = 2
+"""Packed buffers in flight at once (vLLM's `packed_num_buffers` default)."""
 GROUP_TIMEOUT = datetime.timedelta(seconds=300)
 
 
@@ -57,7 +60,7 @@ def init_info(address: str, port: int, world_size: int, buffer_bytes: int = DEFA
         "world_size": world_size,
         "packed": True,
         "packed_buffer_size_bytes": buffer_bytes,
-        "packed_num_buffers": 2,
+        "packed_num_buffers": NUM_BUFFERS,
     }
 
 
@@ -99,30 +102,69 @@ def _chunks(sizes: list[int], buffer_bytes: int) -> Iterator[list[int]]:
         yield current
 
 
-def send(group: Any, named: list[tuple[str, torch.Tensor]], buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> int:
-    """Broadcast `named` from rank 0 in packed buffers (vLLM's packing); returns the bytes sent."""
+def _buffer(buffers: list[torch.Tensor], k: int, nbytes: int) -> torch.Tensor:
+    """The first `nbytes` of packing buffer k mod NUM_BUFFERS, grown on demand. Buffers are kept
+    and reused across updates: fresh CPU memory of this size costs a page fault per 4 KiB on
+    first touch, several times the copy itself (the GPU's caching allocator hides the same)."""
+    slot = k % NUM_BUFFERS
+    while len(buffers) <= slot:
+        buffers.append(torch.empty(0, dtype=torch.uint8))
+    if buffers[slot].numel() < nbytes:
+        buffers[slot] = torch.empty(nbytes, dtype=torch.uint8)
+    return buffers[slot][:nbytes]
+
+
+def send(
+    group: Any, named: list[tuple[str, torch.Tensor]], buffer_bytes: int, buffers: list[torch.Tensor]
+) -> int:
+    """Broadcast `named` from rank 0 in packed buffers (vLLM's packing, NUM_BUFFERS of them:
+    the next is packed while the previous is on the wire); returns the bytes sent. `buffers`:
+    the caller's packing buffers, kept between calls."""
     flat = [t.contiguous().view(-1).view(torch.uint8) for _, t in named]
+    in_flight: deque = deque()
     sent = 0
-    for idx in _chunks([f.numel() for f in flat], buffer_bytes):
-        packed = torch.cat([flat[i] for i in idx]) if len(idx) > 1 else flat[idx[0]]
-        group.broadcast(packed, 0).wait()
+    for k, idx in enumerate(_chunks([f.numel() for f in flat], buffer_bytes)):
+        if len(in_flight) >= NUM_BUFFERS:  # this buffer's previous broadcast must be done
+            in_flight.popleft().wait()
+        packed = _buffer(buffers, k, sum(flat[i].numel() for i in idx))
+        torch.cat([flat[i] for i in idx], out=packed)
+        in_flight.append(group.broadcast(packed, 0))
         sent += packed.numel()
+    while in_flight:
+        in_flight.popleft().wait()
     return sent
 
 
 def receive(
-    group: Any, info: Mapping[str, Any], buffer_bytes: int
+    group: Any, info: Mapping[str, Any], buffer_bytes: int, buffers: list[torch.Tensor]
 ) -> Iterator[list[tuple[str, torch.Tensor]]]:
-    """The receiving side of `send`: for each packed buffer, its (name, tensor) list (fresh
-    tensors, copied out of the buffer: views at odd offsets could not take wider dtypes), from the update info's names, dtype names and shapes."""
+    """The receiving side of `send`: for each packed buffer, its (name, tensor) list, from the
+    update info's names, dtype names and shapes. The tensors are views of `buffers` (the
+    caller's, kept between calls; a tensor whose offset does not suit its dtype is copied), valid
+    until the next buffer is asked for; the next buffer's receive is posted before this one is
+    handed out."""
     src = int(info.get("src", 0))
     metas = [
         (name, getattr(torch, dtype_name), list(shape))
         for name, dtype_name, shape in zip(info["names"], info["dtype_names"], info["shapes"], strict=True)
     ]
     sizes = [math.prod(shape) * dtype.itemsize for _, dtype, shape in metas]
-    for idx in _chunks(sizes, buffer_bytes):
-        packed = torch.empty(sum(sizes[i] for i in idx), dtype=torch.uint8)
-        group.broadcast(packed, src).wait()
-        parts = packed.split([sizes[i] for i in idx])
-        yield [(metas[i][0], part.clone().view(metas[i][1]).view(metas[i][2])) for i, part in zip(idx, parts)]
+    chunks = list(_chunks(sizes, buffer_bytes))
+
+    def post(k: int) -> tuple[Any, torch.Tensor]:
+        packed = _buffer(buffers, k, sum(sizes[i] for i in chunks[k]))
+        return group.broadcast(packed, src), packed
+
+    pending = post(0) if chunks else None
+    for k, idx in enumerate(chunks):
+        work, packed = pending
+        work.wait()
+        pending = post(k + 1) if k + 1 < len(chunks) else None  # into the other buffer
+        out, offset = [], 0
+        for i in idx:
+            name, dtype, shape = metas[i]
+            part = packed[offset : offset + sizes[i]]
+            part = part if offset % dtype.itemsize == 0 else part.clone()
+            out.append((name, part.view(dtype).view(shape)))
+            offset += sizes[i]
+        yield out

@@ -29,12 +29,12 @@ def test_packed_gloo_transfer_round_trips_several_buffers_and_dtypes():
 
     def worker() -> None:
         group = open_group("127.0.0.1", port, 1, 2)
-        for chunk in receive(group, update_info(named), buffer_bytes=16):
+        for chunk in receive(group, update_info(named), 16, []):
             received.append([(n, t.clone()) for n, t in chunk])
 
     thread = threading.Thread(target=worker)
     thread.start()
-    sent = send(open_group("127.0.0.1", port, 0, 2), named, buffer_bytes=16)
+    sent = send(open_group("127.0.0.1", port, 0, 2), named, 16, [])
     thread.join(timeout=60)
     # 24 bytes (> 16: closes alone), then 4 + 80 bytes: two buffers
     assert [[n for n, _ in chunk] for chunk in received] == [["a"], ["b", "c"]]
