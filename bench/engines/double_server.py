@@ -249,9 +249,13 @@ def _handler(server: DoubleServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Listener(ThreadingHTTPServer):
+    request_queue_size = 1024  # every slot of every client may connect at once (socketserver's 5 reset them)
+
+
 def serve(server: DoubleServer, port: int = 0, host: str = "127.0.0.1") -> ThreadingHTTPServer:
     """An HTTP server for `server` on host:port (0: a free port), serving from a daemon thread."""
-    http = ThreadingHTTPServer((host, port), _handler(server))
+    http = _Listener((host, port), _handler(server))
     http.daemon_threads = True
     threading.Thread(target=http.serve_forever, name="double-http", daemon=True).start()
     return http

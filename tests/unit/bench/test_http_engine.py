@@ -133,3 +133,21 @@ def test_the_run_config_pairs_the_http_engine_with_answering_servers(double, mon
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(UsageError, match="engine http: one learner process"):
         validate(build_config({"engine": "http", "rollout_urls": url}))
+
+
+def test_every_slot_may_connect_at_once():
+    # 64 requests connecting together overflowed socketserver's default listen backlog (5):
+    # connections were reset and the run stopped as if the server had died
+    model, tok = new_tiny_model(0)
+    server = DoubleServer(copy.deepcopy(model), tok, max_batch_size=64)
+    http = serve(server)
+    engine = HTTPEngine([f"http://127.0.0.1:{http.server_address[1]}"], copy.deepcopy(model), tok, max_batch_size=64)
+    try:
+        sampling = SamplingParams(max_new_tokens=8)
+        done = engine.generate([GenerationRequest(f"r{i}", [tok.bos_token_id], sampling, i) for i in range(256)])
+    finally:
+        engine.close()
+        http.shutdown()
+        http.server_close()
+        server.close()
+    assert len(done) == 256 and {c.finish_reason for c in done} <= {"eos", "length"}
