@@ -141,10 +141,14 @@ def test_every_slot_may_connect_at_once():
     model, tok = new_tiny_model(0)
     server = DoubleServer(copy.deepcopy(model), tok, max_batch_size=64)
     http = serve(server)
-    engine = HTTPEngine([f"http://127.0.0.1:{http.server_address[1]}"], copy.deepcopy(model), tok, max_batch_size=64)
+    engine = HTTPEngine(
+        [f"http://127.0.0.1:{http.server_address[1]}"], copy.deepcopy(model), tok, max_batch_size=64
+    )
     try:
         sampling = SamplingParams(max_new_tokens=8)
-        done = engine.generate([GenerationRequest(f"r{i}", [tok.bos_token_id], sampling, i) for i in range(256)])
+        done = engine.generate(
+            [GenerationRequest(f"r{i}", [tok.bos_token_id], sampling, i) for i in range(256)]
+        )
     finally:
         engine.close()
         http.shutdown()
