@@ -146,6 +146,7 @@ class DoubleServer:
         info = body["init_info"]
         self._buffer_bytes = int(info["packed_buffer_size_bytes"])
         rank = int(info["rank_offset"])  # one worker: the double has no tensor parallelism
+        self.shutdown_transfer()
         self._group = open_group(
             info["master_address"], int(info["master_port"]), rank, int(info["world_size"])
         )
@@ -183,7 +184,9 @@ class DoubleServer:
         return 200, {"message": "Weight update finished"}
 
     def shutdown_transfer(self) -> tuple[int, dict]:
-        """`/shutdown_weight_transfer_engine`."""
+        """`/shutdown_weight_transfer_engine`: the group's threads stop."""
+        if self._group is not None:
+            self._group.shutdown()
         self._group = None
         return 200, {"message": "Weight transfer shut down"}
 

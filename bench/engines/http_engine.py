@@ -264,6 +264,9 @@ class HTTPEngine(Engine):
             except ServerFailed:
                 pass
         self._pool.shutdown(wait=True, cancel_futures=True)
+        for group in self._groups:  # its threads must not outlive the engine: a later fork
+            group.shutdown()  # (the ProcessEngine's child) would inherit their locks and hang
+        self._groups = []
         self._in_flight = 0
 
     def provenance(self) -> dict:

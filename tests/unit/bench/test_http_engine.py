@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 
 import pytest
 import torch
@@ -155,3 +156,24 @@ def test_every_slot_may_connect_at_once():
         http.server_close()
         server.close()
     assert len(done) == 256 and {c.finish_reason for c in done} <= {"eos", "length"}
+
+
+def _gloo_threads() -> list[str]:
+    from pathlib import Path
+
+    names = [(t / "comm").read_text().strip() for t in Path("/proc/self/task").iterdir()]
+    return [n for n in names if "gloo" in n or "tcpstore" in n]
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/task"), reason="needs Linux /proc")
+def test_close_stops_the_transfer_threads(double):
+    # left running, they made a later fork (the ProcessEngine's child) hang on an inherited lock
+    _, url, model, tok = double
+    before = _gloo_threads()
+    engine = HTTPEngine([url], copy.deepcopy(model), tok, max_batch_size=4)
+    assert len(_gloo_threads()) > len(before)
+    engine.close()
+    deadline = time.monotonic() + 10
+    while len(_gloo_threads()) > len(before) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gloo_threads() == before
