@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import shutil
 import tempfile
+import time
 
 import pytest
 import torch
@@ -223,9 +224,16 @@ def test_an_in_flight_update_is_exact(kind, models):
     old, new, tok = models
     engine = engine_for(kind, old, tok)
     try:
-        for request in requests(tok, 4, SamplingParams(temperature=1.0, max_new_tokens=40)):
+        # short requests and one long one: the update comes once a short one has finished, so
+        # the long one is mid-sequence whatever the engine's pace (a server engine's step() only
+        # collects; a fixed number of steps raced the server on a loaded machine)
+        long = requests(tok, 1, SamplingParams(temperature=1.0, max_new_tokens=200), seed0=10)
+        for request in [*requests(tok, 4, SamplingParams(temperature=1.0, max_new_tokens=8)), *long]:
             engine.submit(request)
-        done = [c for _ in range(6) for c in engine.step()]
+        done: list = []
+        deadline = time.monotonic() + 120
+        while not done and time.monotonic() < deadline:
+            done += engine.step()
         engine.update_weights(new.state_dict(), version=1)
         while engine.has_work():
             done += engine.step()
