@@ -80,7 +80,7 @@ class RunConfig:
         default="async",
     )
     engine: str = doc(
-        "rollout engine: torch (CPU/GPU) or vllm (GPU, the gpu extra)",
+        "rollout engine: torch (CPU/GPU), vllm (GPU, the gpu extra) or http (inference servers at rollout_urls)",
         flag="--engine",
         choices=ENGINE_NAMES,
         default="torch",
@@ -96,6 +96,11 @@ class RunConfig:
         "against a float32 learner is the mismatch real systems have (policy/logp_mismatch_* measure it)",
         choices=ENGINE_DTYPES,
         default="auto",
+    )
+    rollout_urls: str = doc(
+        "comma-separated URLs of the inference servers the http engine uses (vLLM's routes: `vllm serve` with "
+        "VLLM_SERVER_DEV_MODE=1, or `python -m bench.engines.double_server` on CPU; docs/backends.md)",
+        default="",
     )
     engine_process: bool = doc(
         "on CPU, run the torch engine in its own process (own interpreter and GIL, weights shared in "
@@ -331,6 +336,14 @@ def validate(config: RunConfig) -> None:
     from bench.engines.vllm_args import check_engine_args
 
     check_engine_args(config.engine, config.engine_args)
+    if (config.engine == "http") != bool(rollout_urls(config)):
+        raise UsageError(
+            "rollout_urls: the http engine needs them (--set rollout_urls=http://HOST:PORT) and only it takes them"
+        )
+    if config.engine == "http":
+        from bench.engines.http_engine import check_servers
+
+        check_servers(rollout_urls(config))
     check_model_spec(config.model)
     from bench.trackers import check_report_to
 
@@ -374,3 +387,8 @@ def recorded_config(parts: RunParts) -> dict[str, Any]:
 def eval_benchmarks(config: RunConfig) -> list[str]:
     """The benchmark names of in-training evaluation."""
     return [name.strip() for name in config.eval_bench.split(",") if name.strip()]
+
+
+def rollout_urls(config: RunConfig) -> list[str]:
+    """The inference servers of the http engine."""
+    return [url.strip() for url in config.rollout_urls.split(",") if url.strip()]

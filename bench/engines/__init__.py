@@ -3,12 +3,13 @@ policy version of every token out.
 
 `make_engine` is the one way to build one: "torch" (`torch_engine.TorchEngine`, pure PyTorch on
 CPU or GPU; on CPU optionally in a child process, `process_engine.ProcessEngine`) or "vllm"
-(`vllm_engine.VLLMEngine`, GPU, the `gpu` extra), imported only when asked for.
+(`vllm_engine.VLLMEngine`, GPU, the `gpu` extra) or "http" (`http_engine.HTTPEngine`, inference
+servers speaking vLLM's routes), imported only when asked for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bench.engines.base import ENGINE_NAMES, Engine
@@ -21,6 +22,7 @@ def make_engine(
     tokenizer: Any,
     process: bool = False,
     engine_args: Mapping[str, Any] | None = None,
+    rollout_urls: Sequence[str] = (),
     **kwargs: Any,
 ) -> Engine:
     """Build an engine by name: "torch" (pure PyTorch, CPU or GPU) or "vllm" (GPU, gpu extra).
@@ -31,7 +33,7 @@ def make_engine(
 
     `engine_args`: the run config's options of the vllm engine (`bench.engines.vllm_args`); the
     torch engine takes none. vLLM is imported only here, and only when asked for, so the default
-    install never needs it.
+    install never needs it. `rollout_urls`: the servers of the http engine.
     """
     if name == "torch":
         from bench.engines.vllm_args import check_engine_args
@@ -45,6 +47,10 @@ def make_engine(
             return ProcessEngine(model, tokenizer, **kwargs)
 
         return TorchEngine(model, tokenizer, **kwargs)
+    if name == "http":  # `model` gives the architecture and the weights pushed as version 0
+        from bench.engines.http_engine import HTTPEngine
+
+        return HTTPEngine(list(rollout_urls), model, tokenizer, **kwargs)
     if name == "vllm":
         from bench.engines.vllm_engine import VLLMEngine
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # type hints only: the protocol and its names import no torch
     from torch import Tensor
 
-ENGINE_NAMES = ("torch", "vllm")
+ENGINE_NAMES = ("torch", "vllm", "http")
 """Engines `bench.engines.make_engine` builds."""
 
 

@@ -249,6 +249,16 @@ class TorchEngine(Engine):
         """The engine and the dtype it samples in (env.json)."""
         return {"engine": type(self).__name__, "dtype": str(next(self.model.parameters()).dtype)}
 
+    def abort_all(self) -> list[Completion]:
+        """End every waiting and active request now, each with its tokens so far and finish
+        reason "abort" (what vLLM's `/pause?mode=abort` does to in-flight requests)."""
+        with self._lock, self._queue_lock:
+            out = [a.completion("abort") for a in self._slots if a is not None]
+            out += [Completion(r.request_id, list(r.prompt_ids), [], [], [], "abort") for r in self._waiting]
+            self._slots = [None] * self.max_batch_size
+            self._waiting.clear()
+        return out
+
     def stats(self) -> dict[str, float]:
         """tokens_generated, step_seconds, tokens_per_s, mean_active_slots, steps, weight_updates."""
         return {**throughput_stats(self._counters), "weight_updates": float(self._counters["updates"])}

@@ -14,6 +14,9 @@ in the same process, interleaved with ours, and their ratio:
 6. `sandbox`: the median overhead of running a trivial test file through `envs.sandbox`.
 7. `kv_cache`: TorchEngine tokens/s with its KV-cached runner vs its full-forward runner, on a
    small random Qwen3 (built in the section; `--model` does not apply).
+8. `disagg_async_vs_sync`, `weight_transfer`: rollouts on a CPU double server (`--engine http`):
+   the async/sync ratio next to the ProcessEngine's, and seconds per weight update next to a
+   plain gloo broadcast of the same bytes (`bench.perf.disagg_sections`).
 
 Every number here is a wall-clock time on whatever machine runs it, shared or not: compare
 ratios measured in one invocation, not absolute numbers across invocations. Tests never assert
@@ -39,6 +42,8 @@ SECTIONS = (
     "agent_async_vs_sync",
     "sandbox",
     "kv_cache",
+    "disagg_async_vs_sync",
+    "weight_transfer",
 )
 JSON_VERSION = 1
 

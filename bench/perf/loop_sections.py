@@ -100,9 +100,18 @@ def _loop_modes_section(
     )
 
 
-def _measure_modes(repeats: int, task: str, task_args: dict[str, Any], base: Path, steps: int, per_step: int):
+def _measure_modes(
+    repeats: int,
+    task: str,
+    task_args: dict[str, Any],
+    base: Path,
+    steps: int,
+    per_step: int,
+    extra: dict | None = None,
+):
     """`repeats` sync and async runs of GRPO (alternating which goes first): wall seconds and CPU
-    utilisation per mode, async mean staleness, and the sync runs' overlap bounds."""
+    utilisation per mode, async mean staleness, and the sync runs' overlap bounds. `extra`: more
+    run settings (the disaggregated section's engine and servers)."""
     from bench.config import build_run
     from bench.train.loop import train
     from bench.train.start import start_run
@@ -126,6 +135,7 @@ def _measure_modes(repeats: int, task: str, task_args: dict[str, Any], base: Pat
                         "trajectories_per_step": per_step,
                         "seed": r,
                         "checkpoint_every": 0,
+                        **(extra or {}),
                     }
                 )
                 run = start_run(parts, Path(tmp) / f"{mode}-{r}", progress=False)

@@ -93,6 +93,10 @@ def _run_section(name: str, model: Any, tokenizer: Any, args: argparse.Namespace
         from bench.perf.loop_sections import agent_async_vs_sync_section
 
         return agent_async_vs_sync_section(args.repeats, args.quick)
+    if name in ("disagg_async_vs_sync", "weight_transfer"):
+        from bench.perf import disagg_sections
+
+        return getattr(disagg_sections, f"{name}_section")(args.repeats, args.quick)
     if name == "kv_cache":
         from bench.perf.kv_cache_section import kv_cache_section
 

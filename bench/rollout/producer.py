@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.engines.base import SamplingParams
+from bench.errors import RunStopped
 from bench.rollout.episode import Trajectory, run_episode
 from bench.rollout.worker import EngineWorker
 from bench.seeding import derive_seed
@@ -83,6 +84,8 @@ class RolloutProducer:
     def get_group(self, timeout: float = 1.0) -> Group | None:
         """The next finished group, or None after `timeout` seconds; re-raises worker errors."""
         for err in (self.error, self.worker.error):
+            if isinstance(err, RunStopped):  # a stop with its own one-line reason (a lost server)
+                raise err
             if err is not None:
                 raise RuntimeError(f"rollout failed: {err!r}") from err
         try:

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from bench.config import RunConfig, RunParts
+from bench.config import RunConfig, RunParts, rollout_urls
 from bench.engines import make_engine
 from bench.engines.base import SamplingParams
 from bench.models import lora
@@ -33,6 +33,7 @@ from bench.train.compute import StepFlops, check_flops_countable, model_shape, s
 from bench.train.learner import Learner, build_batch
 from bench.train.metrics import batch_metrics, timeline_record
 from bench.train.outcome import recorded_outcome
+from bench.train.policy_weights import policy_weights
 from bench.train.progress import BudgetBar, counts_of, step_postfix
 from bench.train.setup import make_learner
 from results.budgets import BUDGETS, BudgetKind
@@ -71,9 +72,10 @@ def start_rollouts(config: RunConfig, task: Any, tokenizer: Any, learner: Learne
         max_batch_size=config.engine_slots,
         engine_args=config.engine_args,
         **({} if config.engine_dtype == "auto" else {"dtype": config.engine_dtype}),
+        rollout_urls=rollout_urls(config),
     )
     previous_threads = _leave_cores_for_the_engine(engine, acc)
-    engine.update_weights(lora.engine_weights(learner.unwrapped_policy), learner.version)  # LoRA hook: merged
+    engine.update_weights(policy_weights(learner), learner.version)
     worker = EngineWorker(engine)
     sampling = SamplingParams(
         temperature=config.temperature,
@@ -288,7 +290,7 @@ def _one_step(
     )
     record.update(learner.train_step(batch))
     if learner.version - rollouts.synced_version >= config.weight_sync_every:  # others still in flight
-        engine.update_weights(lora.engine_weights(learner.unwrapped_policy), learner.version)  # LoRA hook
+        engine.update_weights(policy_weights(learner), learner.version)
         rollouts.synced_version = learner.version
     if sync:
         producer.release(n)

@@ -1,8 +1,10 @@
 """The engine contract (`bench.engines.base`), the same tests for every engine.
 
 Parametrised over engines: `torch` runs here on CPU, which shows the tests themselves are right;
-`vllm` is marked `gpu` (skipped without a CUDA device and without vLLM) and runs them, unchanged,
-on a GPU machine. Tolerance 1e-3 in log-prob against the learner's `response_logprobs` (both
+`http` is the disaggregated engine (`bench.engines.http_engine`) against one CPU double server
+process per architecture (`bench.engines.double_server`: vLLM's routes over the torch engine,
+weights over gloo); `vllm` is marked `gpu` (skipped without a CUDA device and without vLLM) and
+runs them, unchanged, on a GPU machine. Tolerance 1e-3 in log-prob against the learner's `response_logprobs` (both
 sides float32: the engine's dtype defaults to the learner's parameters'). What they check:
 parity at T 0.8 and 1.0; greedy = argmax; a seed reproduces its sample alone and in a batch;
 stop strings; the context budget; an in-flight weight update after which every token labelled
@@ -16,6 +18,9 @@ GPU attention kernels support), both served by the torch engine's KV-cached runn
 from __future__ import annotations
 
 import copy
+import shutil
+import tempfile
+import time
 
 import pytest
 import torch
@@ -31,7 +36,7 @@ TOLERANCE = 1e-3
 TEXTS = ["hi", "What is 2+2?", "x", "The quick brown fox\njumps", "a b c", "Q: 17*3\nA:"]
 
 
-@pytest.fixture(params=["torch", pytest.param("vllm", marks=pytest.mark.gpu)])
+@pytest.fixture(params=["torch", "http", pytest.param("vllm", marks=pytest.mark.gpu)])
 def kind(request) -> str:
     """The engine under test; vLLM only where it is installed (and, by the marker, a GPU)."""
     if request.param == "vllm":
@@ -77,11 +82,43 @@ def models(request):
     return old.to(device).eval(), new.to(device).eval(), tok
 
 
+_SERVERS: dict = {}  # model_type -> the double server process serving that architecture
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_servers():
+    """Stop the double servers this module started."""
+    yield
+    while _SERVERS:
+        server, folder = _SERVERS.popitem()[1]
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def engine_for(kind: str, model, tok, **kwargs):
-    """An engine of `kind` on a copy of `model` (vLLM: a small share of the GPU)."""
+    """An engine of `kind` on a copy of `model` (vLLM: a small share of the GPU; http: the
+    double server of the model's architecture, started once, the model's weights pushed)."""
+    if kind == "http":
+        from bench.engines.http_engine import HTTPEngine
+
+        arch = model.config.model_type
+        if arch not in _SERVERS:
+            _SERVERS[arch] = start_double_for(model, tok)
+        return HTTPEngine([_SERVERS[arch][0].url], copy.deepcopy(model), tok, max_batch_size=8, **kwargs)
     if kind == "vllm":
         kwargs.setdefault("engine_args", {"gpu_memory_utilization": 0.2})
     return make_engine(kind, copy.deepcopy(model), tok, max_batch_size=8, **kwargs)
+
+
+def start_double_for(model, tok):
+    """A double server process over a saved copy of `model` (its weights are replaced anyway),
+    and the folder it was saved in."""
+    from bench.engines.server_procs import start_double
+
+    folder = tempfile.mkdtemp(prefix="double-")
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return start_double(folder, slots=8), folder
 
 
 def requests(tok, n: int, sampling: SamplingParams, seed0: int = 0) -> list[GenerationRequest]:
@@ -187,9 +224,16 @@ def test_an_in_flight_update_is_exact(kind, models):
     old, new, tok = models
     engine = engine_for(kind, old, tok)
     try:
-        for request in requests(tok, 4, SamplingParams(temperature=1.0, max_new_tokens=40)):
+        # short requests and one long one: the update comes once a short one has finished, so
+        # the long one is mid-sequence whatever the engine's pace (a server engine's step() only
+        # collects; a fixed number of steps raced the server on a loaded machine)
+        long = requests(tok, 1, SamplingParams(temperature=1.0, max_new_tokens=200), seed0=10)
+        for request in [*requests(tok, 4, SamplingParams(temperature=1.0, max_new_tokens=8)), *long]:
             engine.submit(request)
-        done = [c for _ in range(6) for c in engine.step()]
+        done: list = []
+        deadline = time.monotonic() + 120
+        while not done and time.monotonic() < deadline:
+            done += engine.step()
         engine.update_weights(new.state_dict(), version=1)
         while engine.has_work():
             done += engine.step()

@@ -144,8 +144,11 @@ def test_a_forked_child_does_not_keep_its_parents_run_locked(tmp_path):
     run = RunDir(tmp_path / "run")
     code = (
         f"import multiprocessing, time; from results.rundir import RunDir; RunDir({str(run.path)!r}).lock(); "
-        "child = multiprocessing.get_context('fork').Process(target=time.sleep, args=(30,)); child.start(); "
-        "print(child.pid, flush=True); time.sleep(60)"
+        "ctx = multiprocessing.get_context('fork'); ready = ctx.Event(); "
+        "child = ctx.Process(target=lambda: (ready.set(), time.sleep(30))); child.start(); "
+        # the child's fork hooks have run once it runs its target (a loaded machine may not have
+        # scheduled it yet when start() returns: the test then raced the hook)
+        "ready.wait(30); print(child.pid, flush=True); time.sleep(60)"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
     child = int(proc.stdout.readline())

@@ -1,0 +1,110 @@
+"""`bench run --engine http` against one CPU double server process (vLLM's routes over the torch
+engine, weights over gloo): one learner process (the FSDP2 learner has not landed; no DDP ranks
+here) trains arith asynchronously and its policy changes; a server killed mid-run stops the run
+with one line and outcome "failed", and `--resume` continues from the last checkpoint once a
+server answers at the same URL again."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from urllib.parse import urlsplit
+
+import pytest
+import torch
+
+from bench.engines.server_procs import start_double
+from bench.engines.weight_wire import free_port
+from tests.integration.test_cli_run import REPO, _common, _env, bench
+
+
+@pytest.fixture
+def server(base_checkpoint):
+    process = start_double(base_checkpoint, slots=8)
+    yield process
+    process.stop()
+
+
+def run_args(out, url, steps: int) -> list[str]:
+    return [
+        "run",
+        "--algo",
+        "grpo",
+        "--steps",
+        str(steps),
+        "--checkpoint-every",
+        "2",
+        "--mode",
+        "async",
+        "--out",
+        str(out),
+        "--engine",
+        "http",
+        "--set",
+        f"rollout_urls={url}",
+    ]
+
+
+def test_an_async_run_against_a_server_trains(base_checkpoint, server, tmp_path):
+    out = tmp_path / "run"
+    res = bench(*run_args(out, server.url, 4), *_common(base_checkpoint))
+    assert res.returncode == 0, res.stderr
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2, 3, 4]
+    env = json.loads((out / "env.json").read_text())
+    assert env["engine"] == {"engine": "HTTPEngine", "rollout_urls": [server.url]}
+    before = _policy(base_checkpoint)
+    after = _policy(sorted((out / "checkpoints").iterdir())[-1])
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # the policy learnt something
+
+
+def _policy(folder) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    files = sorted(folder.rglob("model.safetensors"))
+    assert files, f"no model.safetensors under {folder}"
+    return load_file(files[0])
+
+
+def test_a_dead_server_stops_the_run_and_resume_continues(base_checkpoint, server, tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "bench.cli", *run_args(out, server.url, 8), *_common(base_checkpoint)]
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.time() + 240
+        while not (out / "checkpoints" / "step_000004").exists():
+            assert proc.poll() is None, "run ended before its server could be killed"
+            assert time.time() < deadline, "no checkpoint appeared"
+            time.sleep(0.05)
+        server.process.send_signal(signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, stderr
+    assert stderr.strip().splitlines()[-1].startswith(f"bench: run stopped: rollout server {server.url}")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["outcome"] == "failed" and "rollout server" in summary["detail"]
+    again = start_double(base_checkpoint, slots=8, port=urlsplit(server.url).port)
+    try:
+        res = bench("run", "--resume", str(out), "--no-progress", timeout=600)
+    finally:
+        again.stop()
+    assert res.returncode == 0, res.stderr
+    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 9))
+
+
+def test_a_server_that_does_not_answer_is_refused_before_the_model_loads(base_checkpoint, tmp_path):
+    url = f"http://127.0.0.1:{free_port()}"
+    res = bench(*run_args(tmp_path / "run", url, 2), *_common(base_checkpoint))
+    assert res.returncode == 2 and res.stderr.strip() == (
+        f"bench: error: rollout_urls: rollout server {url} does not answer (/health): "
+        "<urlopen error [Errno 111] Connection refused>"
+    )
+    assert not (tmp_path / "run").exists()
