@@ -93,24 +93,34 @@ def _file_system_fault(where: Path) -> int | None:
 
 
 def check_writable(directory: str | Path) -> None:
-    """Make `directory` (and its parents) and write a small file into it, then remove it: a
+    """Make `directory` (and its parents) and write a small file into it, then remove both: a
     fault of the machine under an output (read-only, forbidden, full, a name too long) shows up
-    here, before any expensive work, as the OSError a write would raise, naming the path."""
+    here, before any expensive work, as the OSError a write would raise, naming the path. The
+    directories it made are removed again, so a later refusal (bad input found after this check)
+    leaves nothing behind; the writers make their directories themselves."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    probe = directory / f".write-probe-{os.getpid()}"
+    made = [d for d in (directory, *directory.parents) if not d.exists()]
     try:
-        with open(probe, "wb") as f:
-            f.write(bytes(PROBE_BYTES))
-            f.flush()
-            os.fsync(f.fileno())
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".write-probe-{os.getpid()}"
+        try:
+            with open(probe, "wb") as f:
+                f.write(bytes(PROBE_BYTES))
+                f.flush()
+                os.fsync(f.fileno())
+        finally:
+            try:
+                probe.unlink(missing_ok=True)
+            except OSError:
+                pass  # it was never made
     except OSError as exc:
         raise named(exc, directory) from None
     finally:
-        try:
-            probe.unlink(missing_ok=True)
-        except OSError:
-            pass  # it was never made
+        for d in made:  # deepest first
+            try:
+                d.rmdir()
+            except OSError:
+                pass  # never made, or someone else wrote into it meanwhile
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
