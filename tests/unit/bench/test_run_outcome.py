@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from bench.engines.http_engine import ServerFailed
 from bench.errors import RunStopped, RunTerminated
 from bench.train.collect import RolloutStarved
 from bench.train.learner import TrainingDiverged
@@ -21,6 +22,7 @@ def test_every_way_a_run_stops_itself_names_its_outcome():
     assert {cls: cls.outcome for cls in RunStopped.__subclasses__()} == {
         TrainingDiverged: RunOutcome.NON_FINITE,
         RolloutStarved: RunOutcome.STARVED,
+        ServerFailed: RunOutcome.FAILED,  # a rollout server lost (the http engine)
     }
 
 
