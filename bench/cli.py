@@ -139,9 +139,12 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     from benchmarks.registry import UnknownBenchmarkError
     from envs.registry import UnknownTaskError
     from results.evals import EvalStoreError
-    from results.report import ReportError
     from results.rundir import RunDirError
     from sweeps.errors import ExperimentError
+
+    # a ReportError exists only once its package is loaded; importing it (pandas, scipy: ~1.5 s)
+    # just to name the type would slow every one-line error, e.g. `bench compare` under torchrun
+    report = sys.modules.get("results.report")
 
     return (
         UsageError,
@@ -151,7 +154,7 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         BenchmarkDataError,
         RunDirError,
         EvalStoreError,
-        ReportError,
+        *([report.ReportError] if report is not None else []),
         ExperimentError,
     )
 

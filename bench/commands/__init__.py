@@ -114,12 +114,14 @@ def shared_settings(args: argparse.Namespace, command: str) -> dict:
 
 def launch_options(args: argparse.Namespace) -> Any:
     """The `sweeps.launch.LaunchOptions` of `bench compare` or `bench sweep` (`--workers`,
-    `--storage`, `--out`, `--lease-seconds`)."""
-    from sweeps.launch import LaunchOptions
+    `--storage`, `--out`, `--lease-seconds`); workers that the visible GPUs cannot hold are
+    refused here, before anything is created."""
+    from sweeps.launch import LaunchOptions, gpu_sets
 
     launch = LaunchOptions(**field_options(args, LaunchOptions))
     if launch.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {launch.workers}")
+    gpu_sets(launch.workers)
     return launch
 
 

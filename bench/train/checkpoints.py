@@ -1,4 +1,21 @@
-"""Checkpoints of a run: policy and critic weights, optimizer and algorithm state."""
+"""Checkpoints of a run, written by every rank together, readable on any number of ranks.
+
+A checkpoint directory (`results.rundir` publishes it atomically, with a manifest) holds:
+
+- `state/`: torch distributed checkpoint (DCP) of the learner's models and optimizers, from
+  `get_state_dict` (so parameter and optimizer-state names are the models' own): the policy
+  and its AdamW state, the critic and its AdamW state, the frozen reference model. Each rank
+  writes its own shards; `dcp.load` reshards on load, so a run saved on 2 ranks resumes on 1 or
+  on 4, and a one-process run writes the same layout (one shard).
+- `policy/`: the policy in transformers format with its tokenizer (weights gathered whole on
+  rank 0): what `bench eval --model RUN_DIR`, comparisons and sweeps load (`export_policy`
+  writes one on demand anywhere; `load_critic` reads the critic back as a plain module).
+- `learner.pt`: counters (step, policy version, skipped steps) and the algorithm's state;
+  `consumption.json`: the budget spent so far (`bench.train.budget.Consumption`).
+
+A checkpoint written before this layout (`critic/` in transformers format, optimizer states in
+learner.pt, no `state/`) still resumes in one process.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +26,65 @@ import torch
 
 from bench.train.budget import Consumption
 from bench.train.learner import Learner
+from bench.train.sharding import full_state
 from results.rundir import RunDir
+
+STATE_DIR = "state"
+POLICY_DIR = "policy"
+
+
+def _learner_state(learner: Learner) -> dict[str, Any]:
+    """The DCP state of `learner`: {part: state dict} with the models' own names."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
+
+    policy, policy_opt = get_state_dict(learner.policy, learner.policy_opt)
+    state: dict[str, Any] = {"policy": policy, "policy_opt": policy_opt}
+    if learner.critic is not None:
+        state["critic"], state["critic_opt"] = get_state_dict(learner.critic, learner.critic_opt)
+    if learner.ref is not None:
+        state["reference"] = get_model_state_dict(learner.ref)
+    return state
+
+
+def save_learner_state(learner: Learner, directory: Path) -> None:
+    """Every rank writes its shards of the learner's models and optimizers into `directory`."""
+    import torch.distributed.checkpoint as dcp
+
+    dcp.save(_learner_state(learner), checkpoint_id=str(directory), no_dist=not learner.dist.grouped)
+
+
+def load_learner_state(learner: Learner, directory: Path) -> None:
+    """Load `save_learner_state`'s files into `learner`, on any number of ranks (resharded)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_state_dict
+
+    state = _learner_state(learner)
+    dcp.load(state, checkpoint_id=str(directory), no_dist=not learner.dist.grouped)
+    set_state_dict(
+        learner.policy,
+        learner.policy_opt,
+        model_state_dict=state["policy"],
+        optim_state_dict=state["policy_opt"],
+    )
+    if learner.critic is not None:
+        set_state_dict(
+            learner.critic,
+            learner.critic_opt,
+            model_state_dict=state["critic"],
+            optim_state_dict=state["critic_opt"],
+        )
+    if learner.ref is not None:
+        set_model_state_dict(learner.ref, state["reference"])
+
+
+def export_policy(learner: Learner, tokenizer: Any, directory: Path) -> None:
+    """The policy in transformers format (`save_pretrained`) with its tokenizer, so that `bench
+    eval --model DIRECTORY` loads it: its weights gathered whole (every rank takes part), written
+    by rank 0."""
+    full = {name: tensor.detach().cpu() for name, tensor in full_state(learner.policy)}
+    if learner.dist.is_main:
+        learner.policy.save_pretrained(directory, state_dict=full)
+        tokenizer.save_pretrained(directory)
 
 
 def save_checkpoint(
@@ -20,23 +95,47 @@ def save_checkpoint(
     keep_last: int = 2,
     consumed: Consumption | None = None,
 ) -> Path:
-    """Write policy, critic, optimizer and algorithm state (and the run's consumption so far)
-    atomically; keep the latest `keep_last` checkpoints (0 = all)."""
-    tmp = run.begin_checkpoint(step)
-    if consumed is not None:
-        consumed.save(tmp)
-    learner.unwrapped_policy.save_pretrained(tmp / "policy")
-    tokenizer.save_pretrained(tmp / "policy")
-    if learner.unwrapped_critic is not None:
-        learner.unwrapped_critic.save_pretrained(tmp / "critic")
-    torch.save(learner.state_dict(), tmp / "learner.pt")
-    return run.commit_checkpoint(tmp, step, keep_last)
+    """Write the checkpoint of `step` (module docstring) and publish it atomically; keep the
+    latest `keep_last` checkpoints (0 = all). Every rank calls it; rank 0 owns the directory."""
+    dist = learner.dist
+    tmp = run.begin_checkpoint(step) if dist.is_main else run.pending_checkpoint_dir(step)
+    dist.barrier()  # the directory exists before any rank writes into it
+    save_learner_state(learner, tmp / STATE_DIR)
+    export_policy(learner, tokenizer, tmp / POLICY_DIR)
+    final = run.checkpoint_dir(step)
+    if dist.is_main:
+        if consumed is not None:
+            consumed.save(tmp)
+        torch.save(learner.state_dict(), tmp / "learner.pt")
+        final = run.commit_checkpoint(tmp, step, keep_last)
+    dist.barrier()  # no rank goes on (or starts the next checkpoint) before this one is published
+    return final
+
+
+def load_critic(checkpoint: Path) -> Any:
+    """The critic of `checkpoint` as a plain `ValueModel` on the CPU (its backbone shaped by
+    `policy/config.json`, its weights from `state/`; the earlier layout's `critic/` as saved)."""
+    import torch.distributed.checkpoint as dcp
+    from transformers import AutoConfig, AutoModel
+
+    from bench.models.critic import ValueModel
+
+    if not (checkpoint / STATE_DIR).is_dir():
+        return ValueModel.load(checkpoint / "critic")
+    config = AutoConfig.from_pretrained(checkpoint / POLICY_DIR)
+    critic = ValueModel(AutoModel.from_config(config), int(config.hidden_size))
+    state = {"critic": critic.state_dict()}
+    dcp.load(state, checkpoint_id=str(checkpoint / STATE_DIR), no_dist=True)
+    critic.load_state_dict(state["critic"])
+    return critic
 
 
 def restore_learner(learner: Learner, checkpoint: Path) -> None:
-    """Load the critic, optimizer and algorithm state of `checkpoint` into `learner` (its
-    policy weights are loaded with the policy itself)."""
-    if learner.unwrapped_critic is not None:
-        saved = type(learner.unwrapped_critic).load(checkpoint / "critic")
-        learner.unwrapped_critic.load_state_dict(saved.state_dict())
+    """Load the models, optimizers, counters and algorithm state of `checkpoint` into
+    `learner` (on any number of ranks; a checkpoint of the earlier layout in one process)."""
+    if (checkpoint / STATE_DIR).is_dir():
+        load_learner_state(learner, checkpoint / STATE_DIR)
+    elif learner.critic is not None:  # the earlier layout: the critic in transformers format
+        saved = type(learner.critic).load(checkpoint / "critic")
+        learner.critic.load_state_dict(saved.state_dict())
     learner.load_state_dict(torch.load(checkpoint / "learner.pt", weights_only=False))

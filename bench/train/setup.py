@@ -94,10 +94,11 @@ def make_learner(parts: RunParts, resume: Path | None = None):
     the policy and its critic, restored from checkpoint `resume` when given."""
     from bench.seeding import seed_everything
     from bench.train.checkpoints import restore_learner
-    from bench.train.learner import Learner, make_accelerator
+    from bench.train.distributed import current_dist
+    from bench.train.learner import Learner
 
     config, algo, task = parts.config, parts.algorithm, parts.task
-    accelerator = make_accelerator()
+    dist = current_dist()
     seed_everything(config.seed)  # same initial weights on every rank
     policy, tokenizer = load_policy_for_run(config, task, None if resume is None else resume / "policy")
     policy_lr, critic_lr = resolve_learning_rates(config, policy, config.task)
@@ -110,8 +111,10 @@ def make_learner(parts: RunParts, resume: Path | None = None):
         minibatches=config.minibatches,
         temperature=config.temperature,
         nan_patience=config.nan_patience,
-        accelerator=accelerator,
         chunk_tokens=config.learner_chunk_tokens,
+        precision=config.precision,
+        activation_checkpointing=config.activation_checkpointing,
+        dist=dist,
     )
     if resume is not None:
         restore_learner(learner, resume)

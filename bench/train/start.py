@@ -53,15 +53,16 @@ def start_run(parts: RunParts, out: str | Path | None = None, *, progress: bool 
     """Create and lock the run directory of a new run (config.json, env.json) and make the tiny
     base checkpoint if the run needs one and it is not cached yet (once, on the main rank of a
     launch: the other ranks wait and find it). `out` defaults to `default_run_dir(config)`;
-    under `accelerate launch` it is required, so that every rank uses the same directory."""
+    under a launcher (torchrun) it is required, so that every rank uses the same directory."""
     from bench.provenance import environment_info
+    from bench.train.distributed import current_dist
 
     config = parts.config
-    state = process_state()
-    if state.num_processes > 1 and out is None:
-        raise UsageError("--out is required under accelerate launch (every rank must use the same run dir)")
+    state = current_dist()
+    if state.world_size > 1 and out is None:
+        raise UsageError("--out is required under torchrun (every rank must use the same run dir)")
     out = check_out_dir(out if out is not None else default_run_dir(config))
-    if state.is_main_process:
+    if state.is_main:
         run = RunDir.create(out, recorded_config(parts), environment_info(config.seed))
         run.lock()
         print(f"run directory: {run.path}")
@@ -69,7 +70,7 @@ def start_run(parts: RunParts, out: str | Path | None = None, *, progress: bool 
             from bench.models.cache import ensure_base_checkpoint
 
             ensure_base_checkpoint(config.task, config.task_args, progress=progress)
-    state.wait_for_everyone()
+    state.barrier()
     _name_the_run(out)
     return RunDir(out)
 
@@ -103,7 +104,9 @@ def resume_run(path: str | Path, *overrides: dict[str, Any]) -> tuple[RunDir, Ru
             f"settings of its experiment (it may change only {', '.join(EXTENDING_FIELDS)}); start a new run "
             "with --out instead"
         )
-    main = process_state().is_main_process
+    from bench.train.distributed import current_dist
+
+    main = current_dist().is_main
     if main:
         run.lock()
     checkpoint, damaged = run.latest_intact_checkpoint()
@@ -111,10 +114,13 @@ def resume_run(path: str | Path, *overrides: dict[str, Any]) -> tuple[RunDir, Ru
         for bad, why in damaged:
             print(f"bench: checkpoint {bad.name} is damaged ({why}); continuing from an earlier one")
             _set_aside(bad)
-        _note_changed_algorithm(saved, recorded_config(parts))
-        if changed:
-            write_json_atomic(run.path / "config.json", {**saved, **config.to_dict()})
-        run.append_event({"event": "resume", "from_step": _step_of(checkpoint), "changed": changed})
+        now = recorded_config(parts)
+        _note_changed_algorithm(saved, now)
+        ranks = {"world_size": now["world_size"]}  # a resume may run on another number of ranks
+        if changed or saved.get("world_size") != ranks["world_size"]:
+            write_json_atomic(run.path / "config.json", {**saved, **config.to_dict(), **ranks})
+        event = {"event": "resume", "from_step": _step_of(checkpoint), "changed": changed, **ranks}
+        run.append_event(event)
         if checkpoint is None:
             run.truncate_metrics(0)
     _name_the_run(run.path)
@@ -192,11 +198,3 @@ def discard_if_never_trained(run: RunDir) -> bool:
     run.unlock()
     shutil.rmtree(run.path, ignore_errors=True)
     return True
-
-
-def process_state():
-    """accelerate's view of this process (rank, world size); single process when not launched."""
-    import torch
-    from accelerate import PartialState
-
-    return PartialState(cpu=not torch.cuda.is_available())
