@@ -46,7 +46,11 @@ def enable_activation_checkpointing(model: nn.Module) -> None:
     found = [m for m in model.modules() if isinstance(m, PreTrainedModel)]
     if not found:
         raise TypeError(f"activation checkpointing needs a transformers model, got {type(model).__name__}")
-    found[0].gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model = found[0]
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers 5's name
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def shard(model: nn.Module, precision: Precision) -> nn.Module:
