@@ -117,7 +117,8 @@ def resume_run(path: str | Path, *overrides: dict[str, Any]) -> tuple[RunDir, Ru
         now = recorded_config(parts)
         _note_changed_algorithm(saved, now)
         ranks = {"world_size": now["world_size"]}  # a resume may run on another number of ranks
-        if changed or saved.get("world_size") != ranks["world_size"]:
+        # a config.json from before world_size was recorded is not rewritten for it (the event has it)
+        if changed or saved.get("world_size", ranks["world_size"]) != ranks["world_size"]:
             write_json_atomic(run.path / "config.json", {**saved, **config.to_dict(), **ranks})
         event = {"event": "resume", "from_step": _step_of(checkpoint), "changed": changed, **ranks}
         run.append_event(event)
@@ -159,8 +160,8 @@ def _note_changed_algorithm(saved: dict[str, Any], now: dict[str, Any]) -> None:
     the run recorded (e.g. a plugin upgraded between start and resume); the run goes on."""
     for key in RECORDED_KEYS:
         before, after = saved.get(key), now.get(key)
-        if before is None or before == after:
-            continue
+        if key == "world_size" or before is None or before == after:
+            continue  # another number of ranks is the resume event's `world_size`, not a note
         diff = [
             f"{k}: {before.get(k)!r} -> {after.get(k)!r}"
             for k in sorted({*before, *after})
