@@ -61,8 +61,10 @@ else
 fi
 
 say "tests: $tests (log: $out/tests.log)"
+per_test=()  # a test that hangs fails alone (pytest-timeout), so the junit XML still gets written
+"$python" -c 'import pytest_timeout' 2>/dev/null && per_test=(--timeout 150)
 # shellcheck disable=SC2086  # GPU_CHECK_TESTS may name several paths
-timeout 330 "$python" -m pytest -q -p no:cacheprovider --junitxml="$out/tests.xml" $tests \
+timeout 330 "$python" -m pytest -q -p no:cacheprovider --junitxml="$out/tests.xml" "${per_test[@]}" $tests \
   >"$out/tests.log" 2>&1
 tests_rc=$?
 say "tests rc $tests_rc: $(tail -n 1 "$out/tests.log")"
