@@ -27,25 +27,50 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[override]
         print(
-            f"bench: error: {message}{self._flag_hint(message)} (see `{self.prog} --help`)", file=sys.stderr
+            f"bench: error: {message}{self._flag_hint(message)} (see `{self._help_command()}`)",
+            file=sys.stderr,
         )
         sys.exit(2)
 
+    def _commands(self) -> dict[str, argparse.ArgumentParser]:
+        """The subcommands' parsers by name (none for a subcommand's own parser)."""
+        return {
+            name: parser
+            for action in self._actions
+            if isinstance(action, argparse._SubParsersAction)
+            for name, parser in action.choices.items()
+        }
+
+    def _given_command(self) -> str | None:
+        """The subcommand named in the arguments being parsed, if any."""
+        commands = self._commands()
+        return next((t for t in getattr(self, "_argv", []) if t in commands), None)
+
+    def _help_command(self) -> str:
+        given = self._given_command()
+        return f"{self.prog} {given} --help" if given else f"{self.prog} --help"
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        self._argv = list(sys.argv[1:] if args is None else args)  # for `_flag_hint`
+        return super().parse_known_args(args, namespace)
+
     def _flag_hint(self, message: str) -> str:
-        """` (did you mean --steps?)` for a misspelt option among the unrecognized arguments."""
+        """` (did you mean --steps?)` for a misspelt option among the unrecognized arguments, from
+        the options of the command given (another command's option is named as such)."""
         if not message.startswith("unrecognized arguments:"):
             return ""
-        parsers = [self]
-        for action in self._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                parsers += list(action.choices.values())
+        commands, given = self._commands(), self._given_command()
+        parsers = [self, commands[given]] if given else [self, *commands.values()]
         options = {o for p in parsers for a in p._actions for o in a.option_strings if o.startswith("--")}
         for token in message.split(":", 1)[1].split():
-            close = (
-                difflib.get_close_matches(token.split("=")[0], options, n=1) if token.startswith("--") else []
-            )
-            if close:
+            name = token.split("=")[0]
+            if not name.startswith("--"):
+                continue
+            close = difflib.get_close_matches(name, options, n=1)
+            if close and close[0] != name:
                 return f" (did you mean {close[0]}?)"
+            if given and not close:
+                return f" ({name} is not an option of `{self.prog} {given}`)"
         return ""
 
 
@@ -152,9 +177,12 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     from envs.registry import UnknownTaskError
     from results.evals import EvalStoreError
     from results.files import DamagedFileError
-    from results.report import ReportError
     from results.rundir import RunDirError
     from sweeps.errors import ExperimentError
+
+    # a ReportError exists only once its package is loaded; importing it (pandas, scipy: ~1.5 s)
+    # just to name the type would slow every one-line error, e.g. `bench compare` under torchrun
+    report = sys.modules.get("results.report")
 
     return (
         UsageError,
@@ -165,7 +193,7 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         RunDirError,
         EvalStoreError,
         DamagedFileError,
-        ReportError,
+        *([report.ReportError] if report is not None else []),
         ExperimentError,
     )
 

@@ -17,19 +17,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from algorithms.fields import doc
-from bench.config_checks import check_budgets, check_model_spec, check_weight_sync
+from bench.config_checks import check_budgets, check_lora_unsharded, check_model_spec, check_weight_sync
 from bench.config_renames import current_names, layer_algo
 from bench.config_values import coerce_task_args, coerce_value, did_you_mean
 from bench.engines.base import ENGINE_NAMES
 from bench.errors import UsageError
+from bench.launcher import launched_world_size
+from bench.models.memory import Precision
 
 MODES = ("async", "sync")
 ENGINE_DTYPES = ("auto", "float32", "bfloat16")
+PRECISIONS = tuple(p.value for p in Precision)
 STALE_POLICIES = ("drop", "requeue")
-RECORDED_KEYS = ("algo_config", "algo_source")
+RECORDED_KEYS = ("algo_config", "algo_source", "world_size")
 """Keys config.json records beside the fields (`recorded_config`): what the algorithm's config
-resolved to and where its code came from. They are records, not settings: reading a config.json
-back (`--config`, `--resume`) skips them."""
+resolved to, where its code came from, and how many learner ranks trained it. They are records,
+not settings: reading a config.json back (`--config`, `--resume`) skips them."""
 
 
 @dataclass(frozen=True)
@@ -92,8 +95,8 @@ class RunConfig:
         default_factory=dict,
     )
     engine_dtype: str = doc(
-        "dtype the torch rollout engine samples in: auto (the learner's), float32 or bfloat16; bfloat16 "
-        "against a float32 learner is the mismatch real systems have (policy/logp_mismatch_* measure it)",
+        "dtype the torch rollout engine samples in: auto (the learner's compute dtype: bfloat16 under "
+        "precision=bf16-mixed, else float32), float32 or bfloat16; bfloat16 against a float32 learner is the mismatch real systems have (policy/logp_mismatch_* measure it)",
         choices=ENGINE_DTYPES,
         default="auto",
     )
@@ -109,7 +112,8 @@ class RunConfig:
     )
     trajectories_per_step: int = doc(
         "trajectories per policy step (prompts x rollouts per prompt), the same for every algorithm so "
-        "budgets match (the paper: 128, SAO 128x1, GRPO 16x8; the CPU default is smaller, see REPRODUCE.md)",
+        "budgets match (the paper: 128, SAO 128x1, GRPO 16x8; the CPU default is smaller, see REPRODUCE.md); "
+        "the global batch: N learner ranks train on 1/N of it each",
         default=64,
     )
     max_staleness: int = doc("max policy versions between a token's sampling and its training", default=4)
@@ -148,6 +152,17 @@ class RunConfig:
     lora_dropout: float = doc("dropout on the LoRA input, in [0, 1)", default=0.0)
     lora_target_modules: str = doc(
         "'all-linear' or comma-separated module names, e.g. q_proj,v_proj", default="all-linear"
+    )
+    precision: str = doc(
+        "learner numerics: fp32, or bf16-mixed (bf16 compute; fp32 master weights, gradients, optimizer state "
+        "and gradient reductions; log-probs, values and losses in fp32), through FSDP2's MixedPrecisionPolicy",
+        choices=PRECISIONS,
+        default="fp32",
+    )
+    activation_checkpointing: bool = doc(
+        "recompute each decoder layer of policy and critic in backward instead of keeping its activations "
+        "(less memory, about one more forward of time; the same gradients)",
+        default=False,
     )
     temperature: float = doc("sampling temperature of rollouts", default=1.0)
     top_p: float = doc("nucleus sampling threshold of rollouts", default=1.0)
@@ -262,12 +277,26 @@ def build_run(*layers: dict[str, Any]) -> RunParts:
             f"critic_lr: {config.algo} has no critic, so the run would not use it; drop critic_lr (in a "
             "comparison or sweep, set it on the arms with a critic only: an arms file's `set = { critic_lr = ... }`)"
         )
-    if config.trajectories_per_step % algorithm.group_size:
-        raise UsageError(
-            f"trajectories_per_step={config.trajectories_per_step} is not a multiple of "
-            f"{config.algo}'s rollouts per prompt ({algorithm.group_size})"
-        )
+    check_global_batch(config.trajectories_per_step, algorithm.group_size, config.algo)
     return RunParts(config, algorithm, task)
+
+
+def check_global_batch(trajectories_per_step: int, group_size: int, algo: str) -> None:
+    """`trajectories_per_step` is the global batch: each of the launch's learner ranks trains on
+    whole groups of an equal share, so it must divide by ranks x rollouts per prompt."""
+    ranks = launched_world_size()
+    if trajectories_per_step % (ranks * group_size) == 0:
+        return
+    if ranks == 1:
+        raise UsageError(
+            f"trajectories_per_step={trajectories_per_step} is not a multiple of {algo}'s rollouts per "
+            f"prompt ({group_size})"
+        )
+    raise UsageError(
+        f"trajectories_per_step={trajectories_per_step} is the global batch and must divide by {ranks} "
+        f"learner ranks x {algo}'s {group_size} rollouts per prompt = {ranks * group_size} (each rank trains "
+        "an equal share of whole groups)"
+    )
 
 
 def build_config(*layers: dict[str, Any]) -> RunConfig:
@@ -297,6 +326,7 @@ def validate(config: RunConfig) -> None:
         ("engine", config.engine, ENGINE_NAMES),
         ("stale_policy", config.stale_policy, STALE_POLICIES),
         ("engine_dtype", config.engine_dtype, ENGINE_DTYPES),
+        ("precision", config.precision, PRECISIONS),
     ):
         if value not in choices:
             raise UsageError(f"{name}: invalid value {value!r}; valid choices: {', '.join(choices)}")
@@ -329,6 +359,7 @@ def validate(config: RunConfig) -> None:
             f"lora_rank must be >= 0, lora_alpha > 0 and lora_dropout in [0, 1), got {config.lora_rank}, "
             f"{config.lora_alpha} and {config.lora_dropout}"
         )
+    check_lora_unsharded(config, launched_world_size())
     if not 0 < config.top_p <= 1 or config.temperature < 0:
         raise UsageError(
             f"top_p must be in (0, 1] and temperature >= 0, got {config.top_p} and {config.temperature}"
@@ -374,13 +405,15 @@ def recorded_config(parts: RunParts) -> dict[str, Any]:
     """What config.json holds: the fields, then the algorithm's effective config (every field after
     its preset and overrides) as `algo_config`, and where its code comes from as `algo_source`
     (source, class, module, and for plugins the distribution and its version), so that a resume
-    can load the plugin again and a reader sees every setting the run trained with."""
+    can load the plugin again and a reader sees every setting the run trained with; and the
+    number of learner ranks (`world_size`)."""
     from algorithms import registry
 
     return {
         **parts.config.to_dict(),
         "algo_config": dataclasses.asdict(parts.algorithm.config),
         "algo_source": registry.provenance(parts.config.algo),
+        "world_size": launched_world_size(),
     }
 
 

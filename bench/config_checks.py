@@ -1,6 +1,6 @@
 """Checks of run config values that need more than a type and a range (`bench.config.validate`
-calls them): the budget limits, the weight-sync cadence against the staleness bound, and the
-model spec. Each raises a one-line UsageError naming the field and what is valid."""
+calls them): the budget limits, the weight-sync cadence against the staleness bound, LoRA
+against the learner's sharding, and the model spec. Each raises a one-line UsageError naming the field and what is valid."""
 
 from __future__ import annotations
 
@@ -27,6 +27,24 @@ def check_weight_sync(config: Any) -> None:
         raise UsageError(
             f"engine_dtype={config.engine_dtype}: only the torch engine takes it; for vllm set "
             f"engine_args.dtype={config.engine_dtype}"
+        )
+
+
+def check_lora_unsharded(config: Any, world_size: int) -> None:
+    """LoRA trains in one process at fp32: its adapters are not yet sharded with FSDP2 (more than
+    one learner rank) nor cast by its mixed-precision policy (`precision=bf16-mixed`), so either
+    with `lora_rank` is refused rather than run untested."""
+    if not config.lora_rank:
+        return
+    if world_size > 1:
+        raise UsageError(
+            f"lora_rank={config.lora_rank}: LoRA runs in one learner process; launched on {world_size} "
+            "ranks (drop lora_rank, or run LoRA without torchrun)"
+        )
+    if config.precision != "fp32":
+        raise UsageError(
+            f"lora_rank={config.lora_rank}: LoRA runs with precision=fp32 only, got {config.precision} "
+            "(bf16-mixed goes through FSDP2, which LoRA does not use yet)"
         )
 
 

@@ -165,9 +165,14 @@ class RunDir:
         """Where the checkpoint of `step` lives."""
         return self.checkpoints / f"{CHECKPOINT_PREFIX}{step:06d}"
 
+    def pending_checkpoint_dir(self, step: int) -> Path:
+        """The temporary directory the checkpoint of `step` is written into before it is published
+        (other ranks of a run write their shards there too)."""
+        return self.checkpoints / f".tmp_{CHECKPOINT_PREFIX}{step:06d}"
+
     def begin_checkpoint(self, step: int) -> Path:
         """A fresh temporary directory to write the checkpoint of `step` into."""
-        tmp = self.checkpoints / f".tmp_{CHECKPOINT_PREFIX}{step:06d}"
+        tmp = self.pending_checkpoint_dir(step)
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         return tmp

@@ -6,10 +6,12 @@ C // W cores (each run then uses one learner thread per core beside its engine c
 On 2 cores, 2 workers x 1 core finished a 4-run comparison 1.29x faster than 1 worker x 2
 cores (REPRODUCE.md), hence `bench compare`'s default of 2 workers.
 
-GPUs: with G visible GPUs (`CUDA_VISIBLE_DEVICES`, else `nvidia-smi -L`) and W <= G workers,
-worker i gets its own G // W of them through CUDA_VISIBLE_DEVICES, so runs never share a GPU
-(one GPU per run: start W = G workers; each run sees its GPUs as cuda:0...). With more
-workers than GPUs they share all of them.
+GPUs: with G visible GPUs (`CUDA_VISIBLE_DEVICES`, else `nvidia-smi -L`), worker i gets the
+GPUs its runs ask for, its own, through CUDA_VISIBLE_DEVICES (each run sees them as cuda:0...):
+one per run today (a run is one learner process). More workers than the GPUs can hold is
+refused before anything starts, instead of stacking runs on one GPU. Without GPUs nothing is set.
+
+Workers and their runs never inherit a distributed launcher's variables (`sweeps.launcher`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from algorithms.fields import doc
+from sweeps.errors import ExperimentError
+from sweeps.launcher import without_launcher_variables
 from sweeps.queue import LEASE_S
 
 DEFAULT_WORKERS = 2
@@ -73,21 +77,34 @@ def core_sets(workers: int) -> list[list[int] | None]:
     return [cores[i * per : (i + 1) * per] for i in range(workers)]
 
 
-def gpu_sets(workers: int) -> list[str | None]:
-    """The CUDA_VISIBLE_DEVICES value of each worker (None: leave it as it is)."""
+GPUS_PER_RUN = 1
+"""GPUs one run asks for: a run is one learner process on one GPU (with the engine beside it)."""
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use: CUDA_VISIBLE_DEVICES, else those `nvidia-smi -L` lists."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
-        gpus = [g for g in visible.split(",") if g.strip()]
-    else:
-        try:
-            listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
-            gpus = [str(i) for i, line in enumerate(listed.stdout.splitlines()) if line.startswith("GPU ")]
-        except (OSError, subprocess.TimeoutExpired):
-            gpus = []
-    if not gpus or workers > len(gpus):
+        return [g.strip() for g in visible.split(",") if g.strip()]
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [str(i) for i, line in enumerate(listed.stdout.splitlines()) if line.startswith("GPU ")]
+
+
+def gpu_sets(workers: int, gpus_per_run: int = GPUS_PER_RUN) -> list[str | None]:
+    """The CUDA_VISIBLE_DEVICES value of each worker: its own `gpus_per_run` GPUs (None for every
+    worker on a machine without GPUs). An ExperimentError when they do not fit."""
+    gpus = visible_gpus()
+    if not gpus:
         return [None] * workers
-    per = len(gpus) // workers
-    return [",".join(gpus[i * per : (i + 1) * per]) for i in range(workers)]
+    if workers * gpus_per_run > len(gpus):
+        raise ExperimentError(
+            f"--workers {workers}: each run needs {gpus_per_run} GPU(s) of its own and {len(gpus)} are visible "
+            f"({','.join(gpus)}), room for {len(gpus) // gpus_per_run} worker(s); lower --workers"
+        )
+    return [",".join(gpus[i * gpus_per_run : (i + 1) * gpus_per_run]) for i in range(workers)]
 
 
 def _die_with_parent() -> None:
@@ -113,7 +130,9 @@ def run_workers(out: Path, workers: int, view: bool = True) -> list[int]:
         args = [sys.executable, "-m", "sweeps.worker", str(out)]
         if cores:
             args += ["--cores", ",".join(map(str, cores))]
-        env = dict(os.environ) if gpus is None else {**os.environ, "CUDA_VISIBLE_DEVICES": gpus}
+        env = without_launcher_variables(os.environ)
+        if gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpus
         procs.append(subprocess.Popen(args, preexec_fn=_die_with_parent, env=env))
     try:
         while any(p.poll() is None for p in procs):

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from sweeps.launcher import without_launcher_variables
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -32,7 +34,7 @@ def _child_setup(cores: list[int] | None):
 def start_bench(args: list[str], log: Path, cores: list[int] | None) -> subprocess.Popen:
     """Start `bench ARGS` with its output appended to `log`."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**without_launcher_variables(os.environ), "PYTHONUNBUFFERED": "1"}
     with open(log, "a") as f:
         f.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} bench {' '.join(args)}\n")
         f.flush()

@@ -120,8 +120,9 @@ second per worker."""
 
 def launch_options(args: argparse.Namespace) -> Any:
     """The `sweeps.launch.LaunchOptions` of `bench compare` or `bench sweep` (`--workers`,
-    `--storage`, `--out`, `--lease-seconds`)."""
-    from sweeps.launch import LaunchOptions
+    `--storage`, `--out`, `--lease-seconds`); workers that the visible GPUs cannot hold are
+    refused here, before anything is created."""
+    from sweeps.launch import LaunchOptions, gpu_sets
 
     launch = LaunchOptions(**field_options(args, LaunchOptions))
     if launch.workers < 1:
@@ -133,6 +134,7 @@ def launch_options(args: argparse.Namespace) -> Any:
             "the storage with renewals, a longer one is more than a thread can wait; others take a run over "
             "when its lease runs out)"
         )
+    gpu_sets(launch.workers)
     return launch
 
 

@@ -137,6 +137,9 @@ def build_spec(args: argparse.Namespace) -> ComparisonSpec:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of `bench compare`."""
+    from sweeps.launcher import refuse_inside_launcher
+
+    refuse_inside_launcher("compare")  # first: under a launcher its runs would wait forever
     from sweeps.launch import run_workers
     from sweeps.queue import RunQueue, open_storage
     from sweeps.spec import save_spec

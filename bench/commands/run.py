@@ -73,7 +73,8 @@ def parts_from_args(args: argparse.Namespace) -> RunParts:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of `bench run`."""
-    from bench.train.start import discard_if_never_trained, process_state, resume_run, start_run
+    from bench.train.distributed import current_dist
+    from bench.train.start import discard_if_never_trained, resume_run, start_run
 
     load_plugins(args)
     if args.resume:
@@ -90,10 +91,10 @@ def run(args: argparse.Namespace) -> int:
         summary = train(parts, run_dir, resume=checkpoint, progress=not args.no_progress)
     except BaseException:
         # a start that failed before its first step leaves nothing that would block its --out
-        if not args.resume and process_state().is_main_process and discard_if_never_trained(run_dir):
+        if not args.resume and current_dist().is_main and discard_if_never_trained(run_dir):
             print(f"bench: removed {run_dir.path}: the run failed before its first step", file=sys.stderr)
         raise
-    if not process_state().is_main_process:
+    if not current_dist().is_main:
         return 0
     final = summary.get("final", {})
     if args.json:

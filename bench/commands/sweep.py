@@ -153,6 +153,9 @@ def run_defaults(spec: SweepSpec) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of `bench sweep`."""
+    from sweeps.launcher import refuse_inside_launcher
+
+    refuse_inside_launcher("sweep")  # first: under a launcher its trials would wait forever
     from sweeps.show import show
     from sweeps.spec import load_spec
 

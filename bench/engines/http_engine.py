@@ -24,7 +24,6 @@ one line naming it; the run loop ends the run there with a checkpoint to resume 
 from __future__ import annotations
 
 import json
-import os
 import queue
 import threading
 import time
@@ -91,14 +90,8 @@ def _ok(url: str, route: str, body: dict | None = None, query: str = "") -> Any:
 
 
 def check_servers(urls: list[str]) -> None:
-    """UsageError naming the first server in `urls` that does not answer `/health`, or a run
-    under a distributed launcher (checked before any model loads): every learner rank would
-    open its own transfer group and push its own weights, so one learner process for now."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1:
-        raise UsageError(
-            f"engine http: one learner process (WORLD_SIZE={world}); run without accelerate launch/torchrun"
-        )
+    """UsageError naming the first server in `urls` that does not answer `/health` (checked
+    before any model loads)."""
     for url in urls:
         try:
             status, _ = call(url.rstrip("/"), Route.HEALTH, timeout=10)
@@ -125,11 +118,18 @@ class HTTPEngine(Engine):
         max_batch_size: int = 32,
         max_seq_len: int | None = None,
         buffer_bytes: int = DEFAULT_BUFFER_BYTES,
+        pushes_weights: bool = True,
     ) -> None:
         """Connect to `urls`, open one transfer group per server and push `model`'s weights as
         version 0. `max_batch_size`: requests in flight per server; `max_seq_len`: a context
-        budget on top of the servers' own (None: the model's max_position_embeddings)."""
+        budget on top of the servers' own (None: the model's max_position_embeddings).
+
+        `pushes_weights=False`: a learner rank other than the first of a data-parallel run. It
+        only generates: rank 0's engine owns the transfer groups and pushes every update, and
+        this one resubmits the requests that rank 0's pauses abort (its `update_weights` records
+        the version; the caller waits at a barrier until rank 0's push is done)."""
         self.urls = [u.rstrip("/") for u in urls]
+        self.pushes_weights = pushes_weights
         self.version = 0
         self.max_seq_len = int(max_seq_len or getattr(model.config, "max_position_embeddings", 1 << 30))
         self.buffer_bytes = buffer_bytes
@@ -138,7 +138,7 @@ class HTTPEngine(Engine):
         self._pool = ThreadPoolExecutor(
             max_workers=max_batch_size * len(self.urls), thread_name_prefix="rollout-http"
         )
-        self._groups = list(self._pool.map(self._open_transfer, self.urls))
+        self._groups = list(self._pool.map(self._open_transfer, self.urls)) if pushes_weights else []
         self._send_buffers: dict[str, list] = {url: [] for url in self.urls}  # packing memory per server
         self._done: queue.Queue = queue.Queue()
         self._gate = threading.Condition()  # guards _updating, _epoch, _closing
@@ -192,7 +192,11 @@ class HTTPEngine(Engine):
         return out
 
     def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
-        """Pause (abort) every server, move the weights, resume; aborted requests resubmit."""
+        """Pause (abort) every server, move the weights, resume; aborted requests resubmit. An
+        engine that does not push (`pushes_weights=False`) records the version only."""
+        if not self.pushes_weights:
+            self.version = version
+            return
         start = time.perf_counter()
         named = unique_tensors(state_dict)
         with self._gate:
@@ -256,7 +260,7 @@ class HTTPEngine(Engine):
                 return
             self._closing = True
             self._epoch += 1
-        for url in self.urls:
+        for url in self.urls if self.pushes_weights else ():  # the other ranks' requests go on
             try:
                 _ok(url, Route.PAUSE, query=f"?mode={PauseMode.ABORT}")
                 _ok(url, Route.SHUTDOWN_WEIGHT_TRANSFER)
@@ -313,7 +317,8 @@ class HTTPEngine(Engine):
             tokens += ids
             logprobs += lps
             versions += [int(label) for label in labels]
-            if reason == "abort" and self._epoch != epoch:  # aborted by our own pause
+            # aborted by our own pause, or (an engine that does not push) by rank 0's
+            if reason == "abort" and (self._epoch != epoch or not self.pushes_weights):
                 self._transfer["resubmitted"] += 1
                 continue
             if reason == "stop":  # vLLM says "stop" for eos too; stop_reason names a matched string

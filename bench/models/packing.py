@@ -12,6 +12,7 @@ its values from the same columns (`bench.models.critic.ValueModel.forward_values
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,6 +110,20 @@ def length_buckets(
     return buckets[::-1]
 
 
+def split_to(groups: list[list[int]], count: int) -> list[list[int]]:
+    """`groups` of row indices split until there are `count` of them: the group with the most
+    rows is cut in two halves (its order kept), again and again. Forwards per group then stitch
+    to the same results; only the padding and the number of calls change."""
+    groups = [list(g) for g in groups]
+    while len(groups) < count:
+        i = max(range(len(groups)), key=lambda n: len(groups[n]))
+        if len(groups[i]) < 2:
+            raise ValueError(f"split_to: cannot make {count} groups of {sum(map(len, groups))} rows")
+        half = len(groups[i]) // 2
+        groups[i : i + 1] = [groups[i][:half], groups[i][half:]]
+    return groups
+
+
 @dataclass
 class BucketedBatch:
     """One batch as length buckets, each packed on its own, so a forward pays for each bucket's
@@ -122,6 +137,9 @@ class BucketedBatch:
     bucketed: bool  # false: one bucket, the plain packed batch
     response_len: int  # T of `map` results (columns past a row's response are zero)
     buckets: list[tuple[torch.Tensor, PackedBatch]]  # (row indices in the batch, those rows packed)
+    # data-parallel ranks run the same number of forwards (each is a collective under FSDP2):
+    # `agree(n)` is the largest n of any rank, and a rank with fewer buckets or chunks splits some
+    agree: Callable[[int], int] | None = None
 
     @classmethod
     def build(
@@ -131,18 +149,21 @@ class BucketedBatch:
         pad_id: int,
         bucketed: bool = True,
         response_len: int | None = None,
+        agree: Callable[[int], int] | None = None,
     ) -> BucketedBatch:
         """Pack (prompt, response) rows into length buckets (one bucket when `bucketed` is false);
-        `map` results are [B, response_len] (default: the longest response)."""
+        `map` results are [B, response_len] (default: the longest response); `agree`: see the field."""
         lengths = [len(p) + len(r) for p, r in zip(prompts, responses, strict=True)]
         groups = length_buckets(lengths) if bucketed else [list(range(len(lengths)))]
+        if agree is not None:
+            groups = split_to(groups, agree(len(groups)))
         buckets = [
             (torch.tensor(rows), pack([prompts[i] for i in rows], [responses[i] for i in rows], pad_id))
             for rows in groups
         ]
         if response_len is None:
             response_len = max((len(r) for r in responses), default=0)
-        return cls(prompts, responses, pad_id, bucketed, response_len, buckets)
+        return cls(prompts, responses, pad_id, bucketed, response_len, buckets, agree)
 
     @property
     def batch_size(self) -> int:
@@ -177,13 +198,16 @@ class BucketedBatch:
         first, a chunk costing its row count times its longest row; a row longer than the budget
         is a chunk of its own). One chunk, all rows in order, when the batch fits."""
         lengths = [len(p) + len(r) for p, r in zip(self.prompts, self.responses, strict=True)]
-        if len(lengths) * max(lengths, default=0) <= max_tokens:
-            return [torch.arange(len(lengths))]
         chunks: list[list[int]] = [[]]
-        for i in sorted(range(len(lengths)), key=lambda n: lengths[n]):
-            if chunks[-1] and (len(chunks[-1]) + 1) * lengths[i] > max_tokens:
-                chunks.append([])
-            chunks[-1].append(i)
+        if len(lengths) * max(lengths, default=0) <= max_tokens:
+            chunks = [list(range(len(lengths)))]
+        else:
+            for i in sorted(range(len(lengths)), key=lambda n: lengths[n]):
+                if chunks[-1] and (len(chunks[-1]) + 1) * lengths[i] > max_tokens:
+                    chunks.append([])
+                chunks[-1].append(i)
+        if self.agree is not None:
+            chunks = split_to(chunks, self.agree(len(chunks)))
         return [torch.tensor(c) for c in chunks]
 
     def map_chunks(self, chunks: list[torch.Tensor], fn: Any) -> Any:
@@ -202,4 +226,5 @@ class BucketedBatch:
             self.pad_id,
             self.bucketed,
             self.response_len,
+            self.agree,
         )

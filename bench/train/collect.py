@@ -56,7 +56,7 @@ def collect_batch(
     out = BatchCounters()
     have = rejected_in_a_row = failed_in_a_row = 0
     start = time.perf_counter()
-    while have < config.trajectories_per_step:
+    while have < config.trajectories_per_step // learner.dist.world_size:  # this rank's share
         group = producer.get_group(timeout=1.0)
         if group is None:
             if time.perf_counter() - start > ROLLOUT_TIMEOUT_S:

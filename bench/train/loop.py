@@ -21,7 +21,7 @@ import torch
 from bench.config import RunConfig, RunParts, rollout_urls
 from bench.engines import make_engine
 from bench.engines.base import SamplingParams
-from bench.models import lora
+from bench.models.memory import Precision
 from bench.rollout.producer import RolloutProducer
 from bench.rollout.worker import EngineWorker
 from bench.seeding import derive_seed
@@ -30,8 +30,10 @@ from bench.train.budget import Consumption, stop_reason
 from bench.train.checkpoints import save_checkpoint
 from bench.train.collect import collect_batch
 from bench.train.compute import StepFlops, check_flops_countable, model_shape, step_flops
+from bench.train.evaluation import evaluate_during_training
 from bench.train.learner import Learner, build_batch
 from bench.train.metrics import batch_metrics, timeline_record
+from bench.train.models import unsharded_policy_copy
 from bench.train.outcome import recorded_outcome
 from bench.train.policy_weights import policy_weights
 from bench.train.progress import BudgetBar, counts_of, step_postfix
@@ -63,19 +65,21 @@ class Rollouts:
 
 def start_rollouts(config: RunConfig, task: Any, tokenizer: Any, learner: Learner) -> Rollouts:
     """An engine on a copy of the current policy and a producer already launching groups."""
-    acc = learner.accelerator
+    dist, per_rank = learner.dist, config.trajectories_per_step // learner.dist.world_size
     engine = make_engine(
         config.engine,
-        lora.engine_model(learner.unwrapped_policy),  # LoRA hook: a plain (merged) copy
+        unsharded_policy_copy(learner.models),  # LoRA hook inside: a plain (merged) copy
         tokenizer,
         process=config.engine_process,
         max_batch_size=config.engine_slots,
         engine_args=config.engine_args,
-        **({} if config.engine_dtype == "auto" else {"dtype": config.engine_dtype}),
+        **_engine_dtype(config),
+        **({"pushes_weights": dist.is_main} if config.engine == "http" else {}),  # rank 0 pushes
         rollout_urls=rollout_urls(config),
     )
-    previous_threads = _leave_cores_for_the_engine(engine, acc)
+    previous_threads = _leave_cores_for_the_engine(engine, dist)
     engine.update_weights(policy_weights(learner), learner.version)
+    dist.barrier()  # no rank samples before the engines (an inference server: rank 0's push) hold it
     worker = EngineWorker(engine)
     sampling = SamplingParams(
         temperature=config.temperature,
@@ -83,18 +87,16 @@ def start_rollouts(config: RunConfig, task: Any, tokenizer: Any, learner: Learne
         max_new_tokens=config.max_new_tokens or task.max_new_tokens,
         stop=tuple(task.stop),
     )
-    rank_seed = config.seed if acc.num_processes == 1 else derive_seed(config.seed, "rank", acc.process_index)
-    # a drifting task's schedule counts trajectories; a resumed run continues it where it stopped
-    task.begin_training(
-        learner.algo.group_size, trajectories_done=learner.step * config.trajectories_per_step
-    )
+    rank_seed = config.seed if dist.world_size == 1 else derive_seed(config.seed, "rank", dist.rank)
+    # a drifting task's schedule counts this rank's trajectories; a resumed run continues it
+    task.begin_training(learner.algo.group_size, trajectories_done=learner.step * per_rank)
     producer = RolloutProducer(
         task,
         worker,
         tokenizer,
         sampling,
         learner.algo.group_size,
-        capacity=config.trajectories_per_step * (1 if config.mode == "sync" else 2),
+        capacity=per_rank * (1 if config.mode == "sync" else 2),
         seed=rank_seed,
         max_context_tokens=int(getattr(learner.unwrapped_policy.config, "max_position_embeddings", 2048)),
         first_group_id=learner.step * 1_000_000,
@@ -108,13 +110,14 @@ def train(parts: RunParts, run: RunDir, resume: Path | None = None, progress: bo
     into `run` (made by `bench.train.start.start_run`); returns the summary written to
     summary.json. The run records how it ended there, whatever ends it (`bench.train.outcome`).
 
-    Under `accelerate launch` every rank runs its own engine and producer on its own problem
-    stream (seeds differ by rank) and gradients are averaged across ranks; only the main
-    process writes to the run directory.
+    Under a launcher (torchrun) every rank runs its own engine and producer on its own problem
+    stream (seeds differ by rank) and trains on its share of the global batch
+    (`bench.train.batch`); only the main process writes to the run directory, checkpoints are
+    written by every rank together.
     """
-    from bench.train.start import process_state
+    from bench.train.distributed import current_dist
 
-    with recorded_outcome(run, process_state().is_main_process):
+    with recorded_outcome(run, current_dist().is_main):
         return _train(parts, run, resume, progress)
 
 
@@ -122,7 +125,7 @@ def _train(parts: RunParts, run: RunDir, resume: Path | None, progress: bool) ->
     """`train` without the outcome bookkeeping."""
     config = parts.config
     task, tokenizer, learner = make_learner(parts, resume)
-    is_main = learner.accelerator.is_main_process
+    is_main = learner.dist.is_main
     if resume is not None and is_main:
         run.truncate_metrics(learner.step)
     consumed = Consumption.load(resume)
@@ -138,15 +141,16 @@ def _train(parts: RunParts, run: RunDir, resume: Path | None, progress: bool) ->
     last: dict[str, float] = {}
     reason = stop_reason(config, learner.step, consumed)  # e.g. a resume of a finished run
     try:
-        if config.eval_every and learner.step == 0 and is_main:
+        if config.eval_every and learner.step == 0:
             before = {"step": 0, **evaluate_during_training(config, learner, tokenizer, run)}
-            run.append_metrics(before)
-            trackers.log(before)
+            if is_main:
+                run.append_metrics(before)
+                trackers.log(before)
         while reason is None:
             step_start = time.perf_counter()
             last = _one_step(config, task, tokenizer, learner, rollouts, run if is_main else None)
             last["time/elapsed_s"] = time.perf_counter() - start
-            if is_main and config.eval_every and learner.step % config.eval_every == 0:
+            if config.eval_every and learner.step % config.eval_every == 0:
                 last.update(evaluate_during_training(config, learner, tokenizer, run))
             consumed.add(last, time.perf_counter() - step_start)
             last.update(consumed.as_metrics())
@@ -156,8 +160,8 @@ def _train(parts: RunParts, run: RunDir, resume: Path | None, progress: bool) ->
                     last["resume/from_step"] = float(first_step)
                 run.append_metrics(last)
                 trackers.log(last)  # the same records, mirrored to --report-to trackers
-                if _checkpoint_due(config, learner.step) or reason is not None:
-                    save_checkpoint(run, learner, tokenizer, learner.step, config.keep_checkpoints, consumed)
+            if _checkpoint_due(config, learner.step) or reason is not None:  # every rank writes its shards
+                save_checkpoint(run, learner, tokenizer, learner.step, config.keep_checkpoints, consumed)
             bar.update(counts_of(learner.step, consumed), step_postfix({"step": learner.step, **last}))
     finally:
         rollouts.close()
@@ -172,8 +176,8 @@ def _train(parts: RunParts, run: RunDir, resume: Path | None, progress: bool) ->
     }
     if is_main:
         run.write_summary(summary)
-    if learner.accelerator.num_processes > 1:  # an orderly end of the process group: gloo's threads
-        learner.accelerator.end_training()  # otherwise may abort the process as it exits (SIGABRT)
+    if learner.dist.world_size > 1:  # an orderly end of the process group: gloo's threads
+        learner.dist.close()  # otherwise may abort the process as it exits (SIGABRT)
     return summary
 
 
@@ -191,7 +195,7 @@ def _summary(learner: Learner, wall_s: float, last: dict[str, float]) -> dict[st
         "final": last,
         "nonfinite_skipped": learner.nonfinite_total,
         "frozen_critic_params": learner.frozen_critic_params,
-        "world_size": learner.accelerator.num_processes,
+        "world_size": learner.dist.world_size,
         # the rates actually used (config values of None resolve by model size and task)
         "policy_lr": learner.policy_opt.param_groups[0]["lr"],
         "critic_lr": None if learner.critic_opt is None else learner.critic_opt.param_groups[0]["lr"],
@@ -205,7 +209,18 @@ def learner_threads(cpus: int, ranks_on_host: int, engine_threads: int) -> int:
     return max(1, cpus // max(1, ranks_on_host) - engine_threads)
 
 
-def _leave_cores_for_the_engine(engine: Any, acc: Any) -> int | None:
+def _engine_dtype(config: RunConfig) -> dict[str, str]:
+    """The torch engine's `dtype` argument: `engine_dtype`, where `auto` is the learner's compute
+    dtype (bfloat16 under `precision=bf16-mixed`, else the model's own); other engines take theirs
+    from `engine_args` (`bench.config_checks`)."""
+    if config.engine_dtype != "auto":
+        return {"dtype": config.engine_dtype}
+    if config.engine == "torch" and config.precision == Precision.BF16_MIXED:
+        return {"dtype": "bfloat16"}
+    return {}
+
+
+def _leave_cores_for_the_engine(engine: Any, dist: Any) -> int | None:
     """With the engine in a child process on CPU, limit the learner's threads so that learner
     and engine together use each core once; returns the previous thread count to restore
     (None: nothing changed). Why: torch's intra-op threads wait for each other at every op,
@@ -217,7 +232,7 @@ def _leave_cores_for_the_engine(engine: Any, acc: Any) -> int | None:
         return None
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     previous = torch.get_num_threads()
-    ranks_on_host = int(os.environ.get("LOCAL_WORLD_SIZE", acc.num_processes))
+    ranks_on_host = int(os.environ.get("LOCAL_WORLD_SIZE", dist.world_size))
     torch.set_num_threads(learner_threads(cpus, ranks_on_host, CHILD_THREADS))
     return previous
 
@@ -226,45 +241,11 @@ def _agreed_stop_reason(config: RunConfig, learner: Learner, consumed: Consumpti
     """`budget.stop_reason`, agreed across ranks: any rank's spent budget stops all of them at
     the same step (so that their collective operations stay matched), each recording the first
     kind of the budget table that any rank has spent."""
-    acc = learner.accelerator
     reason = stop_reason(config, learner.step, consumed)
-    if acc.num_processes == 1:
+    if learner.dist.world_size == 1:
         return reason
-    spent_K = torch.tensor([float(row.kind == reason) for row in BUDGETS]).to(acc.device)
-    spent_K = acc.reduce(spent_K, reduction="sum")
+    spent_K = learner.dist.sum(torch.tensor([float(row.kind == reason) for row in BUDGETS]))
     return next((row.kind for row, n in zip(BUDGETS, spent_K.tolist()) if n > 0), None)
-
-
-def evaluate_during_training(
-    config: RunConfig, learner: Learner, tokenizer: Any, run: RunDir
-) -> dict[str, Any]:
-    """Evaluate the current policy on the configured benchmarks (the `bench eval` code path);
-    records go to evals/step_NNNNNN/, the returned metrics into metrics.jsonl."""
-    from bench.config import eval_benchmarks
-    from bench.eval.evaluate import evaluate
-    from benchmarks import registry as bench_registry
-    from benchmarks.scoring import eval_metrics
-    from results.evals import write_eval
-
-    metrics: dict[str, Any] = {}
-    t0 = time.perf_counter()
-    for name in eval_benchmarks(config):
-        result = evaluate(
-            lora.for_evaluation(learner.unwrapped_policy),  # LoRA hook: the policy, or a merged copy
-            tokenizer,
-            bench_registry.get(name),
-            k=config.eval_k,
-            limit=config.eval_limit,
-            sampling={"temperature": config.temperature, "top_p": config.top_p},
-            seed=config.seed if config.eval_seed is None else config.eval_seed,
-            progress=False,
-            engine_slots=config.engine_slots,
-            model_id=f"{run.path}@step{learner.step}",
-        )
-        write_eval(run.path / "evals" / f"step_{learner.step:06d}", result.records, result.summary)
-        metrics.update(eval_metrics(result.summary))
-    metrics["time/eval_s"] = time.perf_counter() - t0
-    return metrics
 
 
 def _one_step(
@@ -291,6 +272,7 @@ def _one_step(
     record.update(learner.train_step(batch))
     if learner.version - rollouts.synced_version >= config.weight_sync_every:  # others still in flight
         engine.update_weights(policy_weights(learner), learner.version)
+        learner.dist.barrier()  # an inference server updated by rank 0: the others wait for it
         rollouts.synced_version = learner.version
     if sync:
         producer.release(n)
@@ -300,7 +282,7 @@ def _one_step(
         model_shape(learner.unwrapped_policy), learner, trajs, got.taken(), not record["policy/warmup"]
     )
     counts = got.generated() + (() if flops is None else astuple(flops))
-    generated_trajectories, generated_tokens, *flops_parts = _summed(learner.accelerator, counts)
+    generated_trajectories, generated_tokens, *flops_parts = _summed(learner.dist, counts)
     record.update(
         {
             "step": learner.step,
@@ -313,7 +295,7 @@ def _one_step(
             "rollout/engine_tokens_per_s": engine.stats().get("tokens_per_s", 0.0),
             "time/wait_s": got.wait_s,
             "time/step_s": time.perf_counter() - t0,
-            "budget/step_trajectories": float(n * learner.accelerator.num_processes),
+            "budget/step_trajectories": float(n * learner.dist.world_size),
             "budget/step_generated_trajectories": float(generated_trajectories),
             "budget/step_generated_tokens": float(generated_tokens),
         }
@@ -323,10 +305,10 @@ def _one_step(
     return record
 
 
-def _summed(acc: Any, counts: tuple[int, ...]) -> tuple[int, ...]:
+def _summed(dist: Any, counts: tuple[int, ...]) -> tuple[int, ...]:
     """`counts` summed over the ranks of a data-parallel run (unchanged in one process)."""
-    if acc.num_processes == 1:
+    if dist.world_size == 1:
         return counts
     # float64: FLOPs counts pass 2^24, where float32 would round them
-    counts_K = torch.tensor([float(c) for c in counts], dtype=torch.float64).to(acc.device)
-    return tuple(int(x) for x in acc.reduce(counts_K, reduction="sum").tolist())
+    counts_K = torch.tensor([float(c) for c in counts], dtype=torch.float64)
+    return tuple(int(x) for x in dist.sum(counts_K).tolist())

@@ -122,10 +122,11 @@ def make_learner(parts: RunParts, resume: Path | None = None):
     the policy and its critic, restored from checkpoint `resume` when given."""
     from bench.seeding import seed_everything
     from bench.train.checkpoints import restore_learner
-    from bench.train.learner import Learner, make_accelerator
+    from bench.train.distributed import current_dist
+    from bench.train.learner import Learner
 
     config, algo, task = parts.config, parts.algorithm, parts.task
-    accelerator = make_accelerator()
+    dist = current_dist()
     seed_everything(config.seed)  # same initial weights on every rank
     from bench.models import lora
 
@@ -141,8 +142,10 @@ def make_learner(parts: RunParts, resume: Path | None = None):
         minibatches=config.minibatches,
         temperature=config.temperature,
         nan_patience=config.nan_patience,
-        accelerator=accelerator,
         chunk_tokens=config.learner_chunk_tokens,
+        precision=config.precision,
+        activation_checkpointing=config.activation_checkpointing,
+        dist=dist,
     )
     if resume is not None:
         restore_learner(learner, resume)

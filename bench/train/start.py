@@ -55,19 +55,20 @@ def start_run(parts: RunParts, out: str | Path | None = None, *, progress: bool 
     """Create and lock the run directory of a new run (config.json, env.json) and make the tiny
     base checkpoint if the run needs one and it is not cached yet (once, on the main rank of a
     launch: the other ranks wait and find it). `out` defaults to `default_run_dir(config)`;
-    under `accelerate launch` it is required, so that every rank uses the same directory."""
+    under a launcher (torchrun) it is required, so that every rank uses the same directory."""
     from bench.provenance import environment_info
+    from bench.train.distributed import current_dist
 
     config = parts.config
-    state = process_state()
-    if state.num_processes > 1 and out is None:
-        raise UsageError("--out is required under accelerate launch (every rank must use the same run dir)")
+    state = current_dist()
+    if state.world_size > 1 and out is None:
+        raise UsageError("--out is required under torchrun (every rank must use the same run dir)")
     out = check_out_dir(out if out is not None else default_run_dir(config))
     check_chat_template(config, parts.task)
     from bench.models.lora import check_run as check_lora
 
     check_lora(config)  # LoRA hook: peft present, target modules match, before the run dir
-    if state.is_main_process:
+    if state.is_main:
         run = RunDir.create(out, recorded_config(parts), environment_info(config.seed))
         run.lock()
         print(f"run directory: {run.path}")
@@ -75,7 +76,7 @@ def start_run(parts: RunParts, out: str | Path | None = None, *, progress: bool 
             from bench.models.cache import ensure_base_checkpoint
 
             ensure_base_checkpoint(config.task, config.task_args, progress=progress)
-    state.wait_for_everyone()
+    state.barrier()
     _name_the_run(out)
     return RunDir(out)
 
@@ -109,7 +110,9 @@ def resume_run(path: str | Path, *overrides: dict[str, Any]) -> tuple[RunDir, Ru
             f"settings of its experiment (it may change only {', '.join(EXTENDING_FIELDS)}); start a new run "
             "with --out instead"
         )
-    main = process_state().is_main_process
+    from bench.train.distributed import current_dist
+
+    main = current_dist().is_main
     if main:
         run.lock()
     checkpoint, damaged = run.latest_intact_checkpoint()
@@ -117,10 +120,14 @@ def resume_run(path: str | Path, *overrides: dict[str, Any]) -> tuple[RunDir, Ru
         for bad, why in damaged:
             print(f"bench: checkpoint {bad.name} is damaged ({why}); continuing from an earlier one")
             _set_aside(bad)
-        _note_changed_algorithm(saved, recorded_config(parts))
-        if changed:
-            write_json_atomic(run.path / "config.json", {**saved, **config.to_dict()})
-        run.append_event({"event": "resume", "from_step": _step_of(checkpoint), "changed": changed})
+        now = recorded_config(parts)
+        _note_changed_algorithm(saved, now)
+        ranks = {"world_size": now["world_size"]}  # a resume may run on another number of ranks
+        # a config.json from before world_size was recorded is not rewritten for it (the event has it)
+        if changed or saved.get("world_size", ranks["world_size"]) != ranks["world_size"]:
+            write_json_atomic(run.path / "config.json", {**saved, **config.to_dict(), **ranks})
+        event = {"event": "resume", "from_step": _step_of(checkpoint), "changed": changed, **ranks}
+        run.append_event(event)
         if checkpoint is None:
             run.truncate_metrics(0)
     _name_the_run(run.path)
@@ -159,8 +166,8 @@ def _note_changed_algorithm(saved: dict[str, Any], now: dict[str, Any]) -> None:
     the run recorded (e.g. a plugin upgraded between start and resume); the run goes on."""
     for key in RECORDED_KEYS:
         before, after = saved.get(key), now.get(key)
-        if before is None or before == after:
-            continue
+        if key == "world_size" or before is None or before == after:
+            continue  # another number of ranks is the resume event's `world_size`, not a note
         diff = [
             f"{k}: {before.get(k)!r} -> {after.get(k)!r}"
             for k in sorted({*before, *after})
@@ -198,11 +205,3 @@ def discard_if_never_trained(run: RunDir) -> bool:
     run.unlock()
     shutil.rmtree(run.path, ignore_errors=True)
     return True
-
-
-def process_state():
-    """accelerate's view of this process (rank, world size); single process when not launched."""
-    import torch
-    from accelerate import PartialState
-
-    return PartialState(cpu=not torch.cuda.is_available())

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.engines.weight_wire import free_port
 from tests.integration.conftest import TASK_ARGS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -216,6 +217,8 @@ def test_data_parallel_ranks_stay_identical(base_checkpoint, tmp_path):
         sys.executable,
         "-m",
         "accelerate.commands.launch",
+        "--main_process_port",  # a port of its own, not the default 29500 another launch may hold
+        str(free_port()),
         "--multi_gpu",
         "--num_processes",
         "2",
@@ -256,3 +259,64 @@ def test_data_parallel_ranks_stay_identical(base_checkpoint, tmp_path):
     base = AutoModelForCausalLM.from_pretrained(base_checkpoint)
     base_sum = sum(float(p.detach().double().sum()) for p in base.parameters())
     assert abs(base_sum - first) > 1e-6
+
+
+@pytest.mark.slow
+def test_two_torchrun_ranks_train_the_global_batch_and_resume_in_one_process(base_checkpoint, tmp_path):
+    """`bench run` on 2 ranks (torchrun, gloo, FSDP2): trajectories_per_step is the global batch,
+    config.json records the world size, the policy moves; the run resumes in one process."""
+    out = tmp_path / "ranks"
+    common = [*_common(base_checkpoint), "--set", "trajectories_per_step=16"]  # 8 a rank, 2 groups of 4
+    args = ["run", "--algo", "grpo", "--set", "algo.group_size=4", "--mode", "sync", "--steps", "2"]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--master-port", str(free_port())]  # not 29500
+    cmd += ["--nproc-per-node", "2", "-m", "bench.cli"]
+    env = {**_env(), "PYTHONFAULTHANDLER": "1"}
+    res = subprocess.run(
+        [*cmd, *args, "--out", str(out), *common],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=900,
+    )
+    assert res.returncode == 0, f"{res.stderr[:4000]}\n...\n{res.stderr[-1500:]}"
+    config = json.loads((out / "config.json").read_text())
+    assert config["world_size"] == 2 and config["trajectories_per_step"] == 16
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["budget/step_trajectories"] for r in lines] == [16.0, 16.0]  # global, not 2 x 16
+    assert [r["budget/trajectories"] for r in lines] == [16.0, 32.0]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["world_size"] == 2 and len(set(summary["policy_checksum_per_rank"])) == 1
+    assert (out / "checkpoints" / "step_000002" / "state" / ".metadata").is_file()  # sharded, DCP
+
+    from transformers import AutoModelForCausalLM
+
+    def checksum(path: Path) -> float:
+        return sum(
+            float(p.detach().double().sum()) for p in AutoModelForCausalLM.from_pretrained(path).parameters()
+        )
+
+    trained = checksum(out / "checkpoints" / "step_000002" / "policy")
+    assert abs(trained - checksum(base_checkpoint)) > 1e-6 and trained == pytest.approx(
+        summary["policy_checksum_per_rank"][0]
+    )
+    res = bench("run", "--resume", str(out), "--steps", "3", "--no-progress")  # one process
+    assert res.returncode == 0, res.stderr
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines] == [1, 2, 3] and lines[-1]["budget/trajectories"] == 48.0
+    assert json.loads((out / "config.json").read_text())["world_size"] == 1
+    event = json.loads((out / "events.jsonl").read_text().splitlines()[-1])
+    assert (event["event"], event["from_step"], event["world_size"]) == ("resume", 2, 1)
+
+
+def test_a_global_batch_that_does_not_split_across_ranks_is_refused(tmp_path):
+    env = {**_env(), "WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0"}  # what torchrun sets
+    res = bench(
+        "run", "--algo", "grpo", "--set", "trajectories_per_step=24", "--out", str(tmp_path / "x"), env=env
+    )
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert (
+        "trajectories_per_step=24 is the global batch and must divide by 2 learner ranks x grpo's 8"
+        in res.stderr
+    )
+    assert not (tmp_path / "x").exists()

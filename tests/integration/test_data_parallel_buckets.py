@@ -3,7 +3,8 @@
 Every rank packs its own rollouts into length buckets, so one rank may run two forwards where
 another runs one. Any collective inside a forward (DDP's buffer broadcast was one) then pairs
 with a different collective on the other rank: the run hangs, or gloo aborts on mismatched
-sizes (seen in CI as a SIGABRT in `accelerate launch`). Here the mismatch is forced.
+sizes (seen in CI as a SIGABRT in `accelerate launch`); under FSDP2 every forward is a collective,
+so the ranks agree on their bucket counts (`BucketedBatch.agree`). Here the mismatch is forced.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def _rank_main(rank: int, port: int, results) -> None:
     for _ in range(2):
         learner.train_step(batch)
     results.put((rank, len(batch.rows.buckets), learner.version, learner.policy_checksums()))
-    learner.accelerator.end_training()  # as bench.train.loop.train does: without it a rank may abort at exit
+    learner.dist.close()  # as bench.train.loop.train does: without it a rank may abort at exit
 
 
 @pytest.mark.slow

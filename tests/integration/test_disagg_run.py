@@ -1,8 +1,8 @@
 """`bench run --engine http` against one CPU double server process (vLLM's routes over the torch
-engine, weights over gloo): one learner process (the FSDP2 learner has not landed; no DDP ranks
-here) trains arith asynchronously and its policy changes; a server killed mid-run stops the run
-with one line and outcome "failed", and `--resume` continues from the last checkpoint once a
-server answers at the same URL again."""
+engine, weights over gloo): one learner process, and two FSDP2 learner ranks under torchrun
+(rank 0 pushes the weights, both generate), train arith asynchronously and the policy changes; a
+server killed mid-run stops the run with one line and outcome "failed", and `--resume`
+continues from the last checkpoint once a server answers at the same URL again (on 2 ranks too)."""
 
 from __future__ import annotations
 
@@ -59,6 +59,37 @@ def test_an_async_run_against_a_server_trains(base_checkpoint, server, tmp_path)
     before = _policy(base_checkpoint)
     after = _policy(sorted((out / "checkpoints").iterdir())[-1])
     assert any(not torch.equal(before[k], after[k]) for k in before)  # the policy learnt something
+
+
+@pytest.mark.slow
+def test_two_learner_ranks_train_against_one_server_and_resume(base_checkpoint, server, tmp_path):
+    out = tmp_path / "ranks"
+    # the global batch: 8 trajectories a rank, two groups of 4
+    common = [*_common(base_checkpoint), "--set", "trajectories_per_step=16", "--set", "algo.group_size=4"]
+    env = {**_env(), "PYTHONFAULTHANDLER": "1"}
+
+    def run(*args: str) -> None:
+        # a port of its own for each launch, not the default 29500 another launch may hold
+        torchrun = [sys.executable, "-m", "torch.distributed.run", "--master-port", str(free_port())]
+        torchrun += ["--nproc-per-node", "2", "-m", "bench.cli", *args]
+        res = subprocess.run(torchrun, capture_output=True, text=True, cwd=REPO, env=env, timeout=900)
+        assert res.returncode == 0, f"{res.stderr[:4000]}\n...\n{res.stderr[-1500:]}"
+
+    run(*run_args(out, server.url, 4), *common)
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2, 3, 4]
+    assert {m["budget/step_trajectories"] for m in metrics} == {16.0}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["world_size"] == 2 and len(set(summary["policy_checksum_per_rank"])) == 1
+    before = _policy(base_checkpoint)
+    after = _policy(out / "checkpoints" / "step_000004")
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # the policy learnt something
+
+    run("run", "--resume", str(out), "--steps", "6", "--no-progress")
+    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4, 5, 6]
+    resumed = _policy(out / "checkpoints" / "step_000006")
+    assert any(not torch.equal(after[k], resumed[k]) for k in after)
 
 
 def _policy(folder) -> dict[str, torch.Tensor]:

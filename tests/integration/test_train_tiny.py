@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM
 
 from algorithms import registry
 from bench.config import build_run
-from bench.models.critic import ValueModel
+from bench.train.checkpoints import load_critic
 from bench.train.loop import train
 from bench.train.start import start_run
 from results.rundir import RunDir
@@ -77,7 +77,7 @@ def test_two_steps_move_every_parameter(algo, base_checkpoint, tmp_path):
 
 
 def _check_critic(run: RunDir, policy_before: dict[str, torch.Tensor], frozen: bool) -> None:
-    critic = ValueModel.load(run.checkpoint_dir(2) / "critic")
+    critic = load_critic(run.checkpoint_dir(2))
     assert critic.value_head.weight.abs().sum() > 0  # the zero-initialised head learned
     for name, param in critic.backbone.named_parameters():
         start = policy_before[f"model.{name}"]

@@ -13,6 +13,7 @@ from bench.engines.base import Completion, SamplingParams
 from bench.rollout.episode import Trajectory, run_episode
 from bench.rollout.producer import Group
 from bench.train import collect
+from bench.train.distributed import Dist
 from envs.base import Env, StepResult
 
 
@@ -97,7 +98,7 @@ def _group(gid, reasons):
 
 def _learner():
     algo = SimpleNamespace(accept_group=lambda rewards: True)
-    return SimpleNamespace(version=0, algo=algo)
+    return SimpleNamespace(version=0, algo=algo, dist=Dist())  # one rank: collects the whole batch
 
 
 def test_a_group_with_an_engine_failure_is_run_again_not_trained_on():

@@ -89,3 +89,21 @@ def test_target_modules_that_match_nothing_name_the_valid_ones():
     message = str(info.value)
     assert "lora_target_modules: query match(es) no layer" in message
     assert "valid: all-linear or some of down_proj, gate_proj, k_proj, lm_head, o_proj, q_proj" in message
+
+
+@pytest.mark.parametrize(
+    ("layers", "world_size", "needle"),
+    [
+        ({"precision": "bf16-mixed"}, 1, "precision=fp32 only, got bf16-mixed"),
+        ({}, 2, "launched on 2 ranks"),
+    ],
+)
+def test_lora_on_a_sharded_learner_is_refused_in_one_line(layers, world_size, needle):
+    from bench.config import RunConfig
+    from bench.config_checks import check_lora_unsharded
+    from bench.errors import UsageError
+
+    config = RunConfig(algo="grpo", task="arith", lora_rank=4, **layers)
+    with pytest.raises(UsageError, match=needle):
+        check_lora_unsharded(config, world_size)
+    check_lora_unsharded(RunConfig(algo="grpo", task="arith", **layers), world_size)  # no LoRA: fine

@@ -142,8 +142,13 @@ def test_workers_get_disjoint_cores_and_gpus(monkeypatch):
     assert launch.core_sets(2) == [[0, 1], [2, 3]]
     assert launch.core_sets(8) == [None] * 8  # more workers than cores: they share
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
-    assert launch.gpu_sets(4) == ["4", "5", "6", "7"] and launch.gpu_sets(2) == ["4,5", "6,7"]
-    assert launch.gpu_sets(5) == [None] * 5
+    # each run gets the GPUs it asks for (one; issue 35 changed this from "an equal share")
+    assert launch.gpu_sets(4) == ["4", "5", "6", "7"] and launch.gpu_sets(2) == ["4", "5"]
+    assert launch.gpu_sets(2, gpus_per_run=2) == ["4,5", "6,7"]
+    with pytest.raises(ExperimentError, match="--workers 5: each run needs 1 GPU.* 4 are visible"):
+        launch.gpu_sets(5)  # more workers than GPUs: refused, not stacked on one GPU
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert launch.gpu_sets(3) == [None] * 3  # no GPU: nothing to assign
 
 
 @pytest.mark.parametrize("cls", [ComparisonSpec, SweepSpec])
