@@ -151,6 +151,7 @@ def _train(parts: RunParts, run: RunDir, resume: Path | None, progress: bool) ->
             last = _one_step(config, task, tokenizer, learner, rollouts, run if is_main else None)
             last["time/elapsed_s"] = time.perf_counter() - start
             if config.eval_every and learner.step % config.eval_every == 0:
+                _servers_hold_the_policy(config, learner, rollouts)
                 last.update(evaluate_during_training(config, learner, tokenizer, run))
             consumed.add(last, time.perf_counter() - step_start)
             last.update(consumed.as_metrics())
@@ -207,6 +208,16 @@ def learner_threads(cpus: int, ranks_on_host: int, engine_threads: int) -> int:
     """Intra-op threads for each learner process: its share of the host's cores minus the
     cores its engine child decodes on, at least 1."""
     return max(1, cpus // max(1, ranks_on_host) - engine_threads)
+
+
+def _servers_hold_the_policy(config: RunConfig, learner: Learner, rollouts: Rollouts) -> None:
+    """Before an evaluation on the run's inference servers: push the current policy if the
+    weight-sync cadence left them behind (every rank takes part in the gather)."""
+    if config.engine != "http" or rollouts.synced_version == learner.version:
+        return
+    rollouts.engine.update_weights(policy_weights(learner), learner.version)
+    learner.dist.barrier()
+    rollouts.synced_version = learner.version
 
 
 def _engine_dtype(config: RunConfig) -> dict[str, str]:

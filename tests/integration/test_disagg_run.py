@@ -50,10 +50,17 @@ def run_args(out, url, steps: int) -> list[str]:
 
 def test_an_async_run_against_a_server_trains(base_checkpoint, server, tmp_path):
     out = tmp_path / "run"
-    res = bench(*run_args(out, server.url, 4), *_common(base_checkpoint))
+    # weights pushed every 3rd version: the evaluation at step 2 must push the current one first
+    evals = ["--eval-bench", "arith", "--eval-every", "2", "--set", "eval_limit=4", "--set", "eval_k=1"]
+    cadence = ["--set", "weight_sync_every=3", "--set", "max_staleness=3"]
+    res = bench(*run_args(out, server.url, 4), *evals, *cadence, *_common(base_checkpoint))
     assert res.returncode == 0, res.stderr
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in metrics] == [1, 2, 3, 4]
+    assert [m["step"] for m in metrics] == [0, 1, 2, 3, 4]  # step 0: the evaluation before training
+    # evaluated on the run's server (no policy copy on the learner); the push before it: a unit test
+    for step in (0, 2, 4):
+        summary = json.loads((out / "evals" / f"step_{step:06d}" / "arith.summary.json").read_text())
+        assert summary["provenance"]["engine"] == "HTTPEngine"
     env = json.loads((out / "env.json").read_text())
     assert env["engine"] == {"engine": "HTTPEngine", "rollout_urls": [server.url]}
     before = _policy(base_checkpoint)
