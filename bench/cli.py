@@ -137,6 +137,7 @@ def _dispatch(argv: list[str] | None) -> int:
     """Parse `argv` and run its subcommand; a user error or a stopped run becomes its exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # as given: `bench run` relaunches itself
     from results.files import fault_message
     from results.rundir import BUSY_EXIT_CODE, RunDirBusy
 

@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from algorithms.fields import doc
-from bench.config_checks import check_budgets, check_lora_unsharded, check_model_spec, check_weight_sync
+from bench.config_checks import (
+    check_budgets,
+    check_lora_unsharded,
+    check_model_spec,
+    check_placement,
+    check_weight_sync,
+)
 from bench.config_renames import current_names, layer_algo
 from bench.config_values import coerce_task_args, coerce_value, did_you_mean
 from bench.engines.base import ENGINE_NAMES
@@ -104,6 +110,16 @@ class RunConfig:
         "comma-separated URLs of the inference servers the http engine uses (vLLM's routes: `vllm serve` with "
         "VLLM_SERVER_DEV_MODE=1, or `python -m bench.engines.double_server` on CPU; docs/backends.md)",
         default="",
+    )
+    learner_ranks: int = doc(
+        "learner processes `bench run` starts itself (a torch.distributed launch, one GPU each on a GPU host; "
+        "FSDP2, the global batch split across them); 1: this process trains. Under torchrun the launch decides",
+        default=1,
+    )
+    rollout_servers: int = doc(
+        "inference servers `bench run` starts itself and generates on through the http engine (CPU double "
+        "servers; vLLM servers on GPUs are not placed yet: start them and set rollout_urls); 0: none",
+        default=0,
     )
     engine_process: bool = doc(
         "on CPU, run the torch engine in its own process (own interpreter and GIL, weights shared in "
@@ -367,11 +383,13 @@ def validate(config: RunConfig) -> None:
     from bench.engines.vllm_args import check_engine_args
 
     check_engine_args(config.engine, config.engine_args)
-    if (config.engine == "http") != bool(rollout_urls(config)):
+    check_placement(config)
+    if (config.engine == "http") != bool(rollout_urls(config) or config.rollout_servers):
         raise UsageError(
-            "rollout_urls: the http engine needs them (--set rollout_urls=http://HOST:PORT) and only it takes them"
+            "rollout_urls: the http engine needs them (--set rollout_urls=http://HOST:PORT, or rollout_servers=N "
+            "to start servers) and only it takes them"
         )
-    if config.engine == "http":
+    if config.engine == "http" and rollout_urls(config):
         from bench.engines.http_engine import check_servers
 
         check_servers(rollout_urls(config))

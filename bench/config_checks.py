@@ -48,6 +48,33 @@ def check_lora_unsharded(config: Any, world_size: int) -> None:
         )
 
 
+def check_placement(config: Any) -> None:
+    """The processes `bench run` places (`bench.placement`): at least one learner rank, servers
+    only for the http engine and never beside servers named by URL, and, under a launcher, as
+    many learner ranks as it started (or the default 1: the launch decides)."""
+    from bench.launcher import is_launched, launched_world_size
+
+    if config.learner_ranks < 1 or config.rollout_servers < 0:
+        raise UsageError(
+            f"learner_ranks must be >= 1 and rollout_servers >= 0, got {config.learner_ranks} and "
+            f"{config.rollout_servers}"
+        )
+    if config.rollout_servers and config.engine != "http":
+        raise UsageError(
+            f"rollout_servers={config.rollout_servers}: servers are reached through the http engine; add --engine http"
+        )
+    if config.rollout_servers and config.rollout_urls.strip() and not is_launched():
+        raise UsageError(
+            f"rollout_servers={config.rollout_servers} starts servers and rollout_urls names others: set one of them"
+        )
+    world = launched_world_size()
+    if is_launched() and config.learner_ranks not in (1, world):
+        raise UsageError(
+            f"learner_ranks={config.learner_ranks} under a launcher of {world} ranks: drop learner_ranks "
+            "(the launch decides) or run without the launcher (bench run places its ranks itself)"
+        )
+
+
 def check_budgets(config: Any) -> None:
     """Every limit of the budget table (`results.budgets.BUDGETS`) that is set: a whole number
     >= 1, or a finite number > 0, and at most `results.budgets.max_amount(kind)` (None: no limit of

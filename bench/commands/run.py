@@ -7,6 +7,7 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from bench.commands import add_field_options, add_plugin_option, field_options, load_plugins
 from bench.config import RunConfig, RunParts, build_run
@@ -71,18 +72,48 @@ def parts_from_args(args: argparse.Namespace) -> RunParts:
     return build_run(*override_layers(args))
 
 
+def _placed_resume(args: argparse.Namespace) -> Any:
+    """The config a resume of `args.resume` places its processes by (`bench.placement`): the
+    run's config.json under this command line's overrides, without the URLs of the servers the
+    run had (a placing resume starts new ones)."""
+    from bench.config import build_config
+    from bench.train.start import load_recorded_plugin
+    from results.rundir import RunDir
+
+    run = RunDir(args.resume)
+    if not (run.path / "config.json").exists():
+        raise UsageError(f"--resume {run.path}: not a run directory (no config.json)")
+    saved = run.read_config()
+    load_recorded_plugin(run, saved)
+    if not saved.get("rollout_servers"):
+        return build_config(saved, *override_layers(args))
+    return build_config(saved, *override_layers(args), {"rollout_urls": ""})
+
+
 def run(args: argparse.Namespace) -> int:
     """Handler of `bench run`."""
+    from bench.placement import launch, places_processes
     from bench.train.distributed import current_dist
-    from bench.train.start import discard_if_never_trained, resume_run, start_run
+    from bench.train.start import (
+        check_out_dir,
+        default_run_dir,
+        discard_if_never_trained,
+        resume_run,
+        start_run,
+    )
 
     load_plugins(args)
     if args.resume:
         if args.out:
             raise UsageError("--resume continues the run in its own directory; drop --out")
+        placed = _placed_resume(args)
+        if places_processes(placed):
+            return launch(args.argv, placed, None)
         run_dir, parts, checkpoint = resume_run(args.resume, *override_layers(args))
     else:
         parts = parts_from_args(args)
+        if places_processes(parts.config):  # ranks and servers of its own: this process only places them
+            return launch(args.argv, parts.config, check_out_dir(args.out or default_run_dir(parts.config)))
         run_dir, checkpoint = start_run(parts, args.out, progress=not args.no_progress), None
     from bench.train.loop import train
 

@@ -29,9 +29,13 @@ EXTENDING_FIELDS = (
     "keep_checkpoints",
     "eval_every",
     "report_to",
+    "learner_ranks",
+    "rollout_servers",
+    "rollout_urls",
 )
 """Settings a resume may change: they extend a run (longer, checkpointed or evaluated more
-often) without changing what it is: every budget limit and the cadences. Any other changed
+often) or move it (its learner ranks and inference servers: the global batch stays) without
+changing what it is: every budget limit, the cadences and the placement. Any other changed
 setting is refused."""
 
 
@@ -96,7 +100,7 @@ def resume_run(path: str | Path, *overrides: dict[str, Any]) -> tuple[RunDir, Ru
     if not (run.path / "config.json").exists():
         raise UsageError(f"--resume {run.path}: not a run directory (no config.json)")
     saved = run.read_config()
-    _load_recorded_plugin(run, saved)
+    load_recorded_plugin(run, saved)
     parts = build_run(saved, *overrides)
     config = parts.config
     saved = current_names(saved, saved.get("algo", config.algo))  # a renamed field is not a change
@@ -136,7 +140,7 @@ def resume_run(path: str | Path, *overrides: dict[str, Any]) -> tuple[RunDir, Ru
     return run, parts, checkpoint
 
 
-def _load_recorded_plugin(run: RunDir, saved: dict[str, Any]) -> None:
+def load_recorded_plugin(run: RunDir, saved: dict[str, Any]) -> None:
     """Register the plugin a run was trained with (config.json's `algo_source`), so that
     `--resume` needs no `--plugin`; a one-line UsageError when its module cannot be imported now."""
     from algorithms import registry

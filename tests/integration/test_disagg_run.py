@@ -146,3 +146,37 @@ def test_a_server_that_does_not_answer_is_refused_before_the_model_loads(base_ch
         "<urlopen error [Errno 111] Connection refused>"
     )
     assert not (tmp_path / "run").exists()
+
+
+def _placed_server(stderr: str) -> str:
+    line = next(x for x in stderr.splitlines() if x.startswith("bench: placing "))
+    return line.rsplit("server ", 1)[1].strip()
+
+
+@pytest.mark.slow
+def test_bench_run_places_two_ranks_and_a_server_then_resume_places_them_again(base_checkpoint, tmp_path):
+    """No launcher, no server started by hand: `--set learner_ranks=2 --set rollout_servers=1`
+    makes `bench run` start a CPU double server and two learner ranks, and stop the server at the
+    end; `--resume` starts new ones (new URL) from config.json."""
+    from bench.engines.http_engine import ServerFailed, call
+    from bench.engines.vllm_routes import Route
+
+    out = tmp_path / "placed"
+    placed = ["--engine", "http", "--set", "rollout_servers=1", "--set", "learner_ranks=2"]
+    batch = ["--set", "trajectories_per_step=16", "--set", "algo.group_size=4"]
+    res = bench(
+        "run", "--algo", "grpo", "--steps", "2", "--out", str(out), *placed, *_common(base_checkpoint), *batch
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    config = json.loads((out / "config.json").read_text())
+    first = _placed_server(res.stderr)
+    assert config["world_size"] == 2 and config["rollout_urls"] == first
+    with pytest.raises(ServerFailed):  # stopped with the run
+        call(first, Route.HEALTH, timeout=5)
+
+    res = bench("run", "--resume", str(out), "--steps", "3", "--no-progress")
+    assert res.returncode == 0, res.stderr[-3000:]
+    again = _placed_server(res.stderr)
+    assert again != first and json.loads((out / "config.json").read_text())["rollout_urls"] == again
+    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3]
