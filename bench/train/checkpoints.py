@@ -51,17 +51,21 @@ def _state_options(learner: Learner) -> Any:
     return StateDictOptions()
 
 
+def _trained(learner: Learner) -> list[tuple[str, Any, Any]]:
+    """(part name, model, optimizer) of what the learner trains: the policy, and a critic if any."""
+    parts = [("policy", learner.policy, learner.policy_opt)]
+    if learner.critic is not None:
+        parts.append(("critic", learner.critic, learner.critic_opt))
+    return parts
+
+
 def _learner_state(learner: Learner) -> dict[str, Any]:
     """The DCP state of `learner`: {part: state dict} with the models' own names."""
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
 
-    options = _state_options(learner)
-    policy, policy_opt = get_state_dict(learner.policy, learner.policy_opt, options=options)
-    state: dict[str, Any] = {"policy": policy, "policy_opt": policy_opt}
-    if learner.critic is not None:
-        state["critic"], state["critic_opt"] = get_state_dict(
-            learner.critic, learner.critic_opt, options=options
-        )
+    options, state = _state_options(learner), {}
+    for part, model, optimizer in _trained(learner):
+        state[part], state[f"{part}_opt"] = get_state_dict(model, optimizer, options=options)
     if learner.ref is not None and not lora.is_lora(learner.policy):  # a LoRA run's reference is its base
         state["reference"] = get_model_state_dict(learner.ref)
     return state
@@ -81,19 +85,12 @@ def load_learner_state(learner: Learner, directory: Path) -> None:
 
     state, options = _learner_state(learner), _state_options(learner)
     dcp.load(state, checkpoint_id=str(directory), no_dist=not learner.dist.grouped)
-    set_state_dict(
-        learner.policy,
-        learner.policy_opt,
-        model_state_dict=state["policy"],
-        optim_state_dict=state["policy_opt"],
-        options=options,
-    )
-    if learner.critic is not None:
+    for part, model, optimizer in _trained(learner):
         set_state_dict(
-            learner.critic,
-            learner.critic_opt,
-            model_state_dict=state["critic"],
-            optim_state_dict=state["critic_opt"],
+            model,
+            optimizer,
+            model_state_dict=state[part],
+            optim_state_dict=state[f"{part}_opt"],
             options=options,
         )
     if "reference" in state:
