@@ -111,6 +111,12 @@ class RunConfig:
         "VLLM_SERVER_DEV_MODE=1, or `python -m bench.engines.double_server` on CPU; docs/backends.md)",
         default="",
     )
+    engine_sleep: bool = doc(
+        "sync mode, colocated vLLM engine: vLLM's sleep mode while the learner trains (weights offloaded to CPU "
+        "memory, KV cache freed; enable_sleep_mode is set for it), so one GPU holds the learner's memory and the "
+        "engine's in turn",
+        default=False,
+    )
     learner_ranks: int = doc(
         "learner processes `bench run` starts itself (a torch.distributed launch, one GPU each on a GPU host; "
         "FSDP2, the global batch split across them); 1: this process trains. Under torchrun the launch decides",

@@ -16,12 +16,18 @@ def check_weight_sync(config: Any) -> None:
     """A weight-sync cadence the staleness bound allows: in async mode rollouts are up to N - 1
     versions old from the cadence plus at least one from the overlap, so max_staleness >= N
     (a smaller bound would drop them, defeating the cadence); sync mode allows N - 1 by itself.
-    The torch engine alone has a dtype of its own (vLLM's is `engine_args.dtype`)."""
+    The torch engine alone has a dtype of its own (vLLM's is `engine_args.dtype`); only the
+    colocated vLLM engine in sync mode sleeps (`engine_sleep`)."""
     n = config.weight_sync_every
     if config.mode == "async" and n > 1 and config.max_staleness < n:
         raise UsageError(
             f"weight_sync_every={n} makes async rollouts up to {n} versions stale, but max_staleness="
             f"{config.max_staleness} would drop them: set max_staleness >= {n}"
+        )
+    if config.engine_sleep and (config.engine != "vllm" or config.mode != "sync"):
+        raise UsageError(
+            f"engine_sleep: the colocated vllm engine sleeps in sync mode only (got engine={config.engine}, "
+            f"mode={config.mode}); async rollouts generate while the learner trains"
         )
     if config.engine_dtype != "auto" and config.engine != "torch":
         raise UsageError(

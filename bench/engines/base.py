@@ -112,6 +112,16 @@ class Engine(ABC):
         """Load new policy weights; thread-safe against `step()` and effective between decode
         steps. Tokens already sampled keep their version."""
 
+    def sleep(self) -> None:
+        """Give back the accelerator memory the engine holds (its weights and KV cache) while
+        the learner trains beside it; only with nothing in flight (sync mode, between batches).
+        The default keeps everything: an engine without a sleep mode."""
+        return None
+
+    def wake_up(self) -> None:
+        """Take back what `sleep` gave, before the next weight update and generation."""
+        return None
+
     @abstractmethod
     def stats(self) -> dict[str, float]:
         """Throughput counters: tokens_generated, step_seconds, tokens_per_s, mean_active_slots."""

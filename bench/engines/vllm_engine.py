@@ -192,6 +192,20 @@ class VLLMEngine(Engine):
         """tokens_generated, step_seconds, tokens_per_s, mean_active_slots, steps."""
         return throughput_stats(self._counters)
 
+    def sleep(self) -> None:
+        """vLLM's sleep mode, level 1 (weights offloaded to CPU memory, KV cache discarded), when
+        the engine was made with `enable_sleep_mode` (the run field `engine_sleep`); anything
+        still in flight is aborted by vLLM and comes back as such (the loop runs it again)."""
+        if self.engine_args.get("enable_sleep_mode"):
+            with self._lock:
+                self._engine.sleep(level=1)
+
+    def wake_up(self) -> None:
+        """Weights and KV cache back on the GPU (the next `update_weights` then overwrites them)."""
+        if self.engine_args.get("enable_sleep_mode"):
+            with self._lock:
+                self._engine.wake_up()
+
     def close(self) -> None:
         """Shut vLLM down, release its parallel state and GPU memory, delete the model directory
         (idempotent); a new engine can then be made in this process."""

@@ -72,7 +72,7 @@ def start_rollouts(config: RunConfig, task: Any, tokenizer: Any, learner: Learne
         tokenizer,
         process=config.engine_process,
         max_batch_size=config.engine_slots,
-        engine_args=config.engine_args,
+        engine_args={**config.engine_args, **({"enable_sleep_mode": True} if config.engine_sleep else {})},
         **_engine_dtype(config),
         **({"pushes_weights": dist.is_main} if config.engine == "http" else {}),  # rank 0 pushes
         rollout_urls=rollout_urls(config),
@@ -280,7 +280,7 @@ def _one_step(
     batch = build_batch(
         trajs, tokenizer.pad_token_id, sampling.max_new_tokens * task.max_turns, config.length_buckets
     )
-    record.update(learner.train_step(batch))
+    record.update(_train_step(config, engine, learner, batch))
     if learner.version - rollouts.synced_version >= config.weight_sync_every:  # others still in flight
         engine.update_weights(policy_weights(learner), learner.version)
         learner.dist.barrier()  # an inference server updated by rank 0: the others wait for it
@@ -314,6 +314,18 @@ def _one_step(
     if flops_parts:  # all ranks' (the same on every rank, as the other budget counts)
         record.update(StepFlops(*flops_parts).as_metrics())
     return record
+
+
+def _train_step(config: RunConfig, engine: Any, learner: Learner, batch: Any) -> dict[str, float]:
+    """The learner's step on `batch`, with the engine asleep meanwhile under `engine_sleep` (sync
+    mode: nothing generates while the learner trains; it wakes before the weights move)."""
+    if not config.engine_sleep:
+        return learner.train_step(batch)
+    engine.sleep()
+    try:
+        return learner.train_step(batch)
+    finally:
+        engine.wake_up()
 
 
 def _summed(dist: Any, counts: tuple[int, ...]) -> tuple[int, ...]:
