@@ -33,6 +33,7 @@ from bench.models.memory import Precision
 
 MODES = ("async", "sync")
 ENGINE_DTYPES = ("auto", "float32", "bfloat16")
+WEIGHT_TRANSFERS = ("gloo", "nccl")
 PRECISIONS = tuple(p.value for p in Precision)
 STALE_POLICIES = ("drop", "requeue")
 RECORDED_KEYS = ("algo_config", "algo_source", "world_size")
@@ -117,16 +118,24 @@ class RunConfig:
         "engine's in turn",
         default=False,
     )
+    weight_transfer: str = doc(
+        "how the http engine moves weights to its servers: gloo (the wire the CPU double server reads) or nccl "
+        "(vLLM's own trainer-side NCCL engine against `vllm serve` on GPUs; needs vLLM and CUDA on the learner side)",
+        choices=WEIGHT_TRANSFERS,
+        default="gloo",
+    )
     learner_ranks: int = doc(
         "learner processes `bench run` starts itself (a torch.distributed launch, one GPU each on a GPU host; "
         "FSDP2, the global batch split across them); 1: this process trains. Under torchrun the launch decides",
         default=1,
     )
     rollout_servers: int = doc(
-        "inference servers `bench run` starts itself and generates on through the http engine (CPU double "
-        "servers; vLLM servers on GPUs are not placed yet: start them and set rollout_urls); 0: none",
+        "inference servers `bench run` starts itself and generates on through the http engine: CPU double "
+        "servers, or on a GPU host `vllm serve` (with weight_transfer=nccl) on rollout_tp GPUs each after the "
+        "learners'; 0: none",
         default=0,
     )
+    rollout_tp: int = doc("GPUs (tensor parallelism) of each placed vLLM server; 1 without GPUs", default=1)
     engine_process: bool = doc(
         "on CPU, run the torch engine in its own process (own interpreter and GIL, weights shared in "
         "memory), so generation and training really overlap; false = a thread of the learner process",
@@ -349,6 +358,7 @@ def validate(config: RunConfig) -> None:
         ("stale_policy", config.stale_policy, STALE_POLICIES),
         ("engine_dtype", config.engine_dtype, ENGINE_DTYPES),
         ("precision", config.precision, PRECISIONS),
+        ("weight_transfer", config.weight_transfer, WEIGHT_TRANSFERS),
     ):
         if value not in choices:
             raise UsageError(f"{name}: invalid value {value!r}; valid choices: {', '.join(choices)}")

@@ -56,14 +56,15 @@ def check_lora_unsharded(config: Any, world_size: int) -> None:
 
 def check_placement(config: Any) -> None:
     """The processes `bench run` places (`bench.placement`): at least one learner rank, servers
-    only for the http engine and never beside servers named by URL, and, under a launcher, as
-    many learner ranks as it started (or the default 1: the launch decides)."""
+    only for the http engine and never beside servers named by URL, the NCCL weight transfer only
+    for the http engine and where it can run, and, under a launcher, as many learner ranks as it
+    started (or the default 1: the launch decides)."""
     from bench.launcher import is_launched, launched_world_size
 
-    if config.learner_ranks < 1 or config.rollout_servers < 0:
+    if config.learner_ranks < 1 or config.rollout_servers < 0 or config.rollout_tp < 1:
         raise UsageError(
-            f"learner_ranks must be >= 1 and rollout_servers >= 0, got {config.learner_ranks} and "
-            f"{config.rollout_servers}"
+            f"learner_ranks and rollout_tp must be >= 1 and rollout_servers >= 0, got {config.learner_ranks}, "
+            f"{config.rollout_tp} and {config.rollout_servers}"
         )
     if config.rollout_servers and config.engine != "http":
         raise UsageError(
@@ -73,6 +74,14 @@ def check_placement(config: Any) -> None:
         raise UsageError(
             f"rollout_servers={config.rollout_servers} starts servers and rollout_urls names others: set one of them"
         )
+    if config.weight_transfer != "gloo":
+        if config.engine != "http":
+            raise UsageError(
+                f"weight_transfer={config.weight_transfer}: only the http engine moves weights to servers"
+            )
+        from bench.engines.nccl_wire import check_available
+
+        check_available()
     world = launched_world_size()
     if is_launched() and config.learner_ranks not in (1, world):
         raise UsageError(

@@ -1,14 +1,17 @@
 """`bench run` places its own processes on one node, from the run's config: `learner_ranks`
 learner processes (a torch.distributed launch of `bench run` itself, one GPU each on a GPU
-host) and `rollout_servers` inference servers that the learners reach through the http engine
-(the CPU double server, `bench.engines.double_server`; vLLM servers on GPUs wait for the
-learner side of vLLM's NCCL weight transfer, which is not built: refused there in one line).
+host) and `rollout_servers` inference servers that the learners reach through the http engine:
+CPU double servers (`bench.engines.double_server`, the gloo weight wire) where no GPU is
+visible, `vllm serve` on `rollout_tp` GPUs each on a GPU host (`weight_transfer=nccl`: vLLM's
+own NCCL trainer engine, `bench.engines.nccl_wire`). GPUs are taken in order: the learners'
+first, then each server's.
 
 The process that the user started only places: it checks the layout against the visible GPUs
 (one line, exit 2, before any model loads), starts the servers, launches the learner ranks with
 `--set rollout_urls=...` and their own GPUs (`CUDA_VISIBLE_DEVICES`), waits for them, and stops
 the servers however the learners ended. `--resume` places the same way from the run's
 config.json (new servers, new URLs: where a run's processes live is not what the run is).
+The GPU half (vLLM servers, NCCL) has not run on a GPU yet.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ class Layout:
     """Where the placed processes go."""
 
     learner_gpus: str | None  # CUDA_VISIBLE_DEVICES of the learner launch (None: no GPU visible)
-    servers: int  # CPU double servers to start
+    server_gpus: list[str | None]  # per server: its GPUs (vllm serve), or None (a CPU double server)
 
 
 def places_processes(config: Any) -> bool:
@@ -40,19 +43,29 @@ def places_processes(config: Any) -> bool:
 
 def plan_layout(config: Any, gpus: list[str]) -> Layout:
     """The layout of `config` on the visible `gpus`; a UsageError when it does not fit."""
-    ranks, servers = config.learner_ranks, config.rollout_servers
+    ranks, servers, tp = config.learner_ranks, config.rollout_servers, config.rollout_tp
     if not gpus:
-        return Layout(None, servers)
-    if servers:
+        if servers and tp != 1:
+            raise UsageError(
+                f"rollout_tp={tp}: tensor parallelism needs GPUs and none is visible (a CPU double server is "
+                "one process); set rollout_tp=1"
+            )
+        return Layout(None, [None] * servers)
+    if servers and config.weight_transfer != "nccl":
         raise UsageError(
-            f"rollout_servers={servers}: vLLM servers on GPUs need the learner side of vLLM's NCCL weight "
-            "transfer, which is not built yet (docs/backends.md); on GPUs use engine=vllm beside each learner rank"
+            f"rollout_servers={servers} on GPUs starts vllm serve, which takes weights over NCCL: add "
+            "--set weight_transfer=nccl"
         )
-    if ranks > len(gpus):
+    need = ranks + servers * tp
+    if need > len(gpus):
         raise UsageError(
-            f"learner_ranks={ranks}: one GPU per rank and {len(gpus)} are visible ({','.join(gpus)}); lower it"
+            f"learner_ranks={ranks} + rollout_servers={servers} x rollout_tp={tp} need {need} GPUs and "
+            f"{len(gpus)} are visible ({','.join(gpus)}); lower them"
         )
-    return Layout(",".join(gpus[:ranks]), 0)
+    server_gpus: list[str | None] = [
+        ",".join(gpus[ranks + i * tp : ranks + (i + 1) * tp]) for i in range(servers)
+    ]
+    return Layout(",".join(gpus[:ranks]), server_gpus)
 
 
 def server_model(config: Any) -> str:
@@ -73,14 +86,17 @@ def server_model(config: Any) -> str:
 
 
 def start_servers(config: Any, layout: Layout) -> list[Any]:
-    """Start `layout.servers` CPU double servers and return them once each answers (stopped
-    again if one fails to start)."""
-    from bench.engines.server_procs import start_double
+    """Start one server per entry of `layout.server_gpus` (a CPU double server, or `vllm serve`
+    on its GPUs) and return them once each answers (stopped again if one fails to start)."""
+    from bench.engines.server_procs import start_double, start_vllm
 
     model, started = server_model(config), []
     try:
-        for _ in range(layout.servers):
-            started.append(start_double(model, slots=config.engine_slots))
+        for gpus in layout.server_gpus:
+            if gpus is None:
+                started.append(start_double(model, slots=config.engine_slots))
+            else:
+                started.append(start_vllm(model, gpus, config.rollout_tp))
     except BaseException:
         for server in started:
             server.stop()

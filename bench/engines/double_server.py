@@ -216,6 +216,7 @@ def _handler(server: DoubleServer) -> type[BaseHTTPRequestHandler]:
         Route.HEALTH: lambda: (200, None),
         Route.IS_PAUSED: lambda: (200, {"is_paused": server.paused}),
         Route.WEIGHT_INFO: lambda: (200, {"weight_version": server.labels[server.engine.version]}),
+        Route.GET_WORLD_SIZE: lambda: (200, {"world_size": 1}),  # one process: one worker
     }
 
     class Handler(BaseHTTPRequestHandler):

@@ -119,6 +119,7 @@ class HTTPEngine(Engine):
         max_seq_len: int | None = None,
         buffer_bytes: int = DEFAULT_BUFFER_BYTES,
         pushes_weights: bool = True,
+        weight_transfer: str = "gloo",
     ) -> None:
         """Connect to `urls`, open one transfer group per server and push `model`'s weights as
         version 0. `max_batch_size`: requests in flight per server; `max_seq_len`: a context
@@ -127,9 +128,13 @@ class HTTPEngine(Engine):
         `pushes_weights=False`: a learner rank other than the first of a data-parallel run. It
         only generates: rank 0's engine owns the transfer groups and pushes every update, and
         this one resubmits the requests that rank 0's pauses abort (its `update_weights` records
-        the version; the caller waits at a barrier until rank 0's push is done)."""
+        the version; the caller waits at a barrier until rank 0's push is done).
+
+        `weight_transfer`: "gloo" (the wire the CPU double server reads, `weight_wire`) or "nccl"
+        (vLLM's own trainer-side NCCL engine against `vllm serve` on GPUs, `nccl_wire`)."""
         self.urls = [u.rstrip("/") for u in urls]
-        self.pushes_weights = pushes_weights
+        self.pushes_weights, self.weight_transfer = pushes_weights, weight_transfer
+        self._first_push = unique_tensors(model.state_dict())  # what an NCCL group is planned from
         self.version = 0
         self.max_seq_len = int(max_seq_len or getattr(model.config, "max_position_embeddings", 1 << 30))
         self.buffer_bytes = buffer_bytes
@@ -151,8 +156,13 @@ class HTTPEngine(Engine):
 
     def _open_transfer(self, url: str) -> Any:
         """This trainer as rank 0 of a 2-rank group with the server (its init call blocks until
-        both joined, so it runs beside the trainer's own join)."""
+        both joined, so it runs beside the trainer's own join); with `weight_transfer=nccl`,
+        vLLM's trainer engine for that server (`nccl_wire.NCCLTransfer`)."""
         port = free_port()
+        if self.weight_transfer == "nccl":
+            from bench.engines.nccl_wire import NCCLTransfer
+
+            return NCCLTransfer(url, self._first_push, _transfer_address(url), port, REQUEST_TIMEOUT_S)
         body = {"init_info": init_info(_transfer_address(url), port, 2, self.buffer_bytes)}
         with ThreadPoolExecutor(max_workers=1) as one:
             answer = one.submit(_ok, url, Route.INIT_WEIGHT_TRANSFER, body)
@@ -226,8 +236,15 @@ class HTTPEngine(Engine):
         return ThreadPoolExecutor(max_workers=len(self.urls), thread_name_prefix="rollout-update")
 
     def _update_one(self, url: str, group: Any, named: list, version: int) -> None:
-        """One server's update: pause(abort), start, update while broadcasting, finish, resume."""
+        """One server's update: pause(abort), start, update while broadcasting, finish, resume
+        (with `weight_transfer=nccl`, vLLM's `send_weights` makes the three middle calls)."""
         _ok(url, Route.PAUSE, query=f"?mode={PauseMode.ABORT}")
+        if self.weight_transfer == "nccl":
+            start = time.perf_counter()
+            group.send(named, version)
+            self._transfer["send_seconds"] += time.perf_counter() - start
+            _ok(url, Route.RESUME)
+            return
         _ok(url, Route.START_WEIGHT_UPDATE)
         with ThreadPoolExecutor(max_workers=1) as one:
             answer = one.submit(_ok, url, Route.UPDATE_WEIGHTS, {"update_info": update_info(named)})

@@ -38,6 +38,7 @@ class Route(StrEnum):
     FINISH_WEIGHT_UPDATE = "/finish_weight_update"
     WEIGHT_INFO = "/weight_info"
     SHUTDOWN_WEIGHT_TRANSFER = "/shutdown_weight_transfer_engine"
+    GET_WORLD_SIZE = "/get_world_size"  # the server's inference workers (the NCCL transfer group's size)
     HEALTH = "/health"
 
 

@@ -74,7 +74,7 @@ def start_rollouts(config: RunConfig, task: Any, tokenizer: Any, learner: Learne
         max_batch_size=config.engine_slots,
         engine_args={**config.engine_args, **({"enable_sleep_mode": True} if config.engine_sleep else {})},
         **_engine_dtype(config),
-        **({"pushes_weights": dist.is_main} if config.engine == "http" else {}),  # rank 0 pushes
+        **(_http_engine_args(config, dist) if config.engine == "http" else {}),
         rollout_urls=rollout_urls(config),
     )
     previous_threads = _leave_cores_for_the_engine(engine, dist)
@@ -218,6 +218,12 @@ def _servers_hold_the_policy(config: RunConfig, learner: Learner, rollouts: Roll
     rollouts.engine.update_weights(policy_weights(learner), learner.version)
     learner.dist.barrier()
     rollouts.synced_version = learner.version
+
+
+def _http_engine_args(config: RunConfig, dist: Any) -> dict[str, Any]:
+    """The http engine's own arguments: rank 0 pushes the weights (`pushes_weights`), by the
+    run's `weight_transfer`."""
+    return {"pushes_weights": dist.is_main, "weight_transfer": config.weight_transfer}
 
 
 def _engine_dtype(config: RunConfig) -> dict[str, str]:

@@ -14,23 +14,37 @@ def _config(**fields) -> RunConfig:
     return RunConfig(algo="grpo", task="arith", **fields)
 
 
-def test_learners_get_the_first_gpus_one_each():
-    assert plan_layout(_config(learner_ranks=2), ["0", "1", "2"]) == Layout("0,1", 0)
+def _servers(**fields) -> RunConfig:
+    # built without validation: weight_transfer=nccl is checked against this machine's CUDA there
+    return RunConfig(algo="grpo", task="arith", engine="http", weight_transfer="nccl", **fields)
 
 
-def test_more_learner_ranks_than_gpus_is_refused():
-    with pytest.raises(UsageError, match=r"learner_ranks=3: one GPU per rank and 2 are visible \(0,1\)"):
-        plan_layout(_config(learner_ranks=3), ["0", "1"])
+def test_learners_get_the_first_gpus_then_each_server_its_tp():
+    assert plan_layout(_config(learner_ranks=2), ["0", "1", "2"]) == Layout("0,1", [])
+    config = _servers(learner_ranks=2, rollout_servers=2, rollout_tp=2)
+    assert plan_layout(config, list("0123456")) == Layout("0,1", ["2,3", "4,5"])
 
 
-def test_servers_on_gpus_are_refused_until_the_nccl_transfer_exists():
+def test_a_layout_larger_than_the_visible_gpus_is_refused():
+    config = _servers(learner_ranks=2, rollout_servers=2, rollout_tp=2)
+    with pytest.raises(UsageError, match=r"need 6 GPUs and 4 are visible \(0,1,2,3\); lower them"):
+        plan_layout(config, ["0", "1", "2", "3"])
+
+
+def test_servers_on_gpus_need_the_nccl_transfer():
     config = _config(engine="http", rollout_servers=1)
-    with pytest.raises(UsageError, match="rollout_servers=1: vLLM servers on GPUs need the learner side"):
+    with pytest.raises(
+        UsageError, match="starts vllm serve, which takes weights over NCCL: add --set weight_transfer=nccl"
+    ):
         plan_layout(config, ["0", "1"])
 
 
-def test_without_gpus_servers_are_cpu_doubles():
-    assert plan_layout(_config(engine="http", rollout_servers=2, learner_ranks=2), []) == Layout(None, 2)
+def test_without_gpus_servers_are_cpu_doubles_of_one_process():
+    assert plan_layout(_config(engine="http", rollout_servers=2, learner_ranks=2), []) == Layout(
+        None, [None, None]
+    )
+    with pytest.raises(UsageError, match="rollout_tp=2: tensor parallelism needs GPUs"):
+        plan_layout(_config(engine="http", rollout_servers=1, rollout_tp=2), [])
 
 
 def test_only_more_ranks_or_servers_place_processes_and_never_under_a_launcher(monkeypatch):
@@ -45,7 +59,10 @@ def test_only_more_ranks_or_servers_place_processes_and_never_under_a_launcher(m
 @pytest.mark.parametrize(
     ("fields", "needle"),
     [
-        ({"learner_ranks": 0}, "learner_ranks must be >= 1 and rollout_servers >= 0, got 0 and 0"),
+        (
+            {"learner_ranks": 0},
+            "learner_ranks and rollout_tp must be >= 1 and rollout_servers >= 0, got 0, 1 and 0",
+        ),
         (
             {"rollout_servers": 1},
             "rollout_servers=1: servers are reached through the http engine; add --engine http",
@@ -68,3 +85,15 @@ def test_learner_ranks_must_match_a_launch(monkeypatch):
     validate(_config())  # the default: the launch decides
     with pytest.raises(UsageError, match="learner_ranks=4 under a launcher of 2 ranks"):
         validate(_config(learner_ranks=4))
+
+
+def test_the_nccl_transfer_is_refused_where_it_cannot_run():
+    with pytest.raises(
+        UsageError, match="weight_transfer=nccl: only the http engine moves weights to servers"
+    ):
+        validate(_config(weight_transfer="nccl"))
+    # this machine has no vLLM or no CUDA: the http engine's NCCL transfer says which, in one line
+    with pytest.raises(
+        UsageError, match="weight_transfer=nccl (uses vLLM's trainer-side NCCL engine|needs the learner)"
+    ):
+        validate(_config(engine="http", rollout_servers=1, weight_transfer="nccl"))

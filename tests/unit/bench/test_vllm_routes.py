@@ -77,6 +77,7 @@ def test_the_rl_routes_exist_with_our_methods_and_body_names():
         Route.FINISH_WEIGHT_UPDATE: ("POST", "weight_version"),
         Route.WEIGHT_INFO: ("GET", None),
         Route.SHUTDOWN_WEIGHT_TRANSFER: ("POST", None),
+        Route.GET_WORLD_SIZE: ("GET", None),
     }
     for route, (method, param) in expected.items():
         assert (method, str(route)) in found, f"{method} {route} not in vLLM's {RL}"
