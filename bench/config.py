@@ -28,7 +28,7 @@ from bench.config_renames import current_names, layer_algo
 from bench.config_values import coerce_task_args, coerce_value, did_you_mean
 from bench.engines.base import ENGINE_NAMES
 from bench.errors import UsageError
-from bench.launcher import launched_world_size
+from bench.launcher import is_launched, launched_world_size
 from bench.models.memory import Precision
 
 MODES = ("async", "sync")
@@ -308,14 +308,15 @@ def build_run(*layers: dict[str, Any]) -> RunParts:
             f"critic_lr: {config.algo} has no critic, so the run would not use it; drop critic_lr (in a "
             "comparison or sweep, set it on the arms with a critic only: an arms file's `set = { critic_lr = ... }`)"
         )
-    check_global_batch(config.trajectories_per_step, algorithm.group_size, config.algo)
+    ranks = launched_world_size() if is_launched() else config.learner_ranks  # those it will place
+    check_global_batch(config.trajectories_per_step, algorithm.group_size, config.algo, ranks)
     return RunParts(config, algorithm, task)
 
 
-def check_global_batch(trajectories_per_step: int, group_size: int, algo: str) -> None:
-    """`trajectories_per_step` is the global batch: each of the launch's learner ranks trains on
-    whole groups of an equal share, so it must divide by ranks x rollouts per prompt."""
-    ranks = launched_world_size()
+def check_global_batch(trajectories_per_step: int, group_size: int, algo: str, ranks: int) -> None:
+    """`trajectories_per_step` is the global batch: each of the `ranks` learner ranks (the launch's,
+    or those `bench run` will place) trains on whole groups of an equal share, so it must divide
+    by ranks x rollouts per prompt."""
     if trajectories_per_step % (ranks * group_size) == 0:
         return
     if ranks == 1:

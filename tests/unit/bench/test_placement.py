@@ -97,3 +97,13 @@ def test_the_nccl_transfer_is_refused_where_it_cannot_run():
         UsageError, match="weight_transfer=nccl (uses vLLM's trainer-side NCCL engine|needs the learner)"
     ):
         validate(_config(engine="http", rollout_servers=1, weight_transfer="nccl"))
+
+
+def test_the_global_batch_is_checked_against_the_ranks_to_be_placed():
+    from bench.config import build_run
+
+    with pytest.raises(
+        UsageError, match="must divide by 2 learner ranks x grpo's 8 rollouts per prompt = 16"
+    ):
+        build_run({"algo": "grpo", "task": "arith", "learner_ranks": 2, "trajectories_per_step": 8})
+    build_run({"algo": "grpo", "task": "arith", "learner_ranks": 2, "trajectories_per_step": 16})
