@@ -24,10 +24,14 @@ learner.pt, no `state/`) still resumes in one process.
 from __future__ import annotations
 
 import shutil
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch.distributed.checkpoint.api import CheckpointException
 
 from bench.models import lora
 from bench.train.budget import Consumption
@@ -38,6 +42,18 @@ from results.rundir import RunDir
 
 STATE_DIR = "state"
 POLICY_DIR = "policy"
+
+
+@contextmanager
+def _one_process_is_meant() -> Iterator[None]:
+    """Quiet DCP's warning that it "assumes" a single process: a one-process learner saves and
+    loads without a process group on purpose (the warning came on every checkpoint, and broke
+    the one-line errors of a run whose checkpoint failed)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="torch.distributed is disabled, unavailable or uninitialized"
+        )
+        yield
 
 
 def _state_options(learner: Learner) -> Any:
@@ -75,7 +91,8 @@ def save_learner_state(learner: Learner, directory: Path) -> None:
     """Every rank writes its shards of the learner's models and optimizers into `directory`."""
     import torch.distributed.checkpoint as dcp
 
-    dcp.save(_learner_state(learner), checkpoint_id=str(directory), no_dist=not learner.dist.grouped)
+    with _one_process_is_meant():
+        dcp.save(_learner_state(learner), checkpoint_id=str(directory), no_dist=not learner.dist.grouped)
 
 
 def load_learner_state(learner: Learner, directory: Path) -> None:
@@ -84,7 +101,8 @@ def load_learner_state(learner: Learner, directory: Path) -> None:
     from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_state_dict
 
     state, options = _learner_state(learner), _state_options(learner)
-    dcp.load(state, checkpoint_id=str(directory), no_dist=not learner.dist.grouped)
+    with _one_process_is_meant():
+        dcp.load(state, checkpoint_id=str(directory), no_dist=not learner.dist.grouped)
     for part, model, optimizer in _trained(learner):
         set_state_dict(
             model,
@@ -139,7 +157,7 @@ def save_checkpoint(
                 consumed.save(tmp)
             torch.save(learner.state_dict(), tmp / "learner.pt")
             final = run.commit_checkpoint(tmp, step, keep_last)
-    except Exception as exc:
+    except (Exception, CheckpointException) as exc:  # DCP's failure is a BaseException
         fault = as_fault(exc, tmp)  # looked at before the partial files go: they filled the disk
         if dist.is_main:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -163,7 +181,8 @@ def load_critic(checkpoint: Path) -> Any:
     config = AutoConfig.from_pretrained(checkpoint / POLICY_DIR)
     critic = ValueModel(AutoModel.from_config(config), int(config.hidden_size))
     state = {"critic": critic.state_dict()}
-    dcp.load(state, checkpoint_id=str(checkpoint / STATE_DIR), no_dist=True)
+    with _one_process_is_meant():
+        dcp.load(state, checkpoint_id=str(checkpoint / STATE_DIR), no_dist=True)
     critic.load_state_dict(state["critic"])
     return critic
 
