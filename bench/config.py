@@ -11,7 +11,6 @@ is loaded, with one line naming the field and the valid choices.
 from __future__ import annotations
 
 import dataclasses
-import math
 import typing
 from dataclasses import dataclass
 from typing import Any
@@ -19,9 +18,11 @@ from typing import Any
 from algorithms.fields import doc
 from bench.config_checks import (
     check_budgets,
+    check_engine_and_servers,
+    check_global_batch,
     check_lora_unsharded,
     check_model_spec,
-    check_placement,
+    check_numbers,
     check_weight_sync,
 )
 from bench.config_renames import current_names, layer_algo
@@ -313,24 +314,6 @@ def build_run(*layers: dict[str, Any]) -> RunParts:
     return RunParts(config, algorithm, task)
 
 
-def check_global_batch(trajectories_per_step: int, group_size: int, algo: str, ranks: int) -> None:
-    """`trajectories_per_step` is the global batch: each of the `ranks` learner ranks (the launch's,
-    or those `bench run` will place) trains on whole groups of an equal share, so it must divide
-    by ranks x rollouts per prompt."""
-    if trajectories_per_step % (ranks * group_size) == 0:
-        return
-    if ranks == 1:
-        raise UsageError(
-            f"trajectories_per_step={trajectories_per_step} is not a multiple of {algo}'s rollouts per "
-            f"prompt ({group_size})"
-        )
-    raise UsageError(
-        f"trajectories_per_step={trajectories_per_step} is the global batch and must divide by {ranks} "
-        f"learner ranks x {algo}'s {group_size} rollouts per prompt = {ranks * group_size} (each rank trains "
-        "an equal share of whole groups)"
-    )
-
-
 def build_config(*layers: dict[str, Any]) -> RunConfig:
     """The validated config of `build_run` (for callers that need no algorithm or task object)."""
     return build_run(*layers).config
@@ -363,53 +346,13 @@ def validate(config: RunConfig) -> None:
     ):
         if value not in choices:
             raise UsageError(f"{name}: invalid value {value!r}; valid choices: {', '.join(choices)}")
-    for name in ("trajectories_per_step", "minibatches", "engine_slots", "nan_patience", "weight_sync_every"):
-        if getattr(config, name) < 1:
-            raise UsageError(f"{name}: must be >= 1, got {getattr(config, name)}")
-    non_negative = (
-        "max_staleness",
-        "checkpoint_every",
-        "keep_checkpoints",
-        "eval_every",
-        "learner_chunk_tokens",
-    )
-    for name in non_negative:
-        if getattr(config, name) < 0:
-            raise UsageError(f"{name}: must be >= 0, got {getattr(config, name)}")
+    check_numbers(config)
     check_weight_sync(config)
     if config.eval_every and not config.eval_bench:
         raise UsageError("eval_every is set but eval_bench is empty; name benchmarks with --eval-bench")
-    for name in ("temperature", "top_p", "grad_clip", "policy_lr", "critic_lr"):
-        value = getattr(config, name)
-        if value is not None and not math.isfinite(value):
-            raise UsageError(f"{name}: must be a finite number, got {value}")
     check_budgets(config)
-    for name in ("policy_lr", "critic_lr", "grad_clip"):
-        if getattr(config, name) is not None and getattr(config, name) <= 0:
-            raise UsageError(f"{name}: must be > 0, got {getattr(config, name)}")
-    if config.lora_rank < 0 or config.lora_alpha <= 0 or not 0 <= config.lora_dropout < 1:
-        raise UsageError(
-            f"lora_rank must be >= 0, lora_alpha > 0 and lora_dropout in [0, 1), got {config.lora_rank}, "
-            f"{config.lora_alpha} and {config.lora_dropout}"
-        )
     check_lora_unsharded(config, launched_world_size())
-    if not 0 < config.top_p <= 1 or config.temperature < 0:
-        raise UsageError(
-            f"top_p must be in (0, 1] and temperature >= 0, got {config.top_p} and {config.temperature}"
-        )
-    from bench.engines.vllm_args import check_engine_args
-
-    check_engine_args(config.engine, config.engine_args)
-    check_placement(config)
-    if (config.engine == "http") != bool(rollout_urls(config) or config.rollout_servers):
-        raise UsageError(
-            "rollout_urls: the http engine needs them (--set rollout_urls=http://HOST:PORT, or rollout_servers=N "
-            "to start servers) and only it takes them"
-        )
-    if config.engine == "http" and rollout_urls(config):
-        from bench.engines.http_engine import check_servers
-
-        check_servers(rollout_urls(config))
+    check_engine_and_servers(config)
     check_model_spec(config.model)
     from bench.trackers import check_report_to
 
@@ -455,8 +398,3 @@ def recorded_config(parts: RunParts) -> dict[str, Any]:
 def eval_benchmarks(config: RunConfig) -> list[str]:
     """The benchmark names of in-training evaluation."""
     return [name.strip() for name in config.eval_bench.split(",") if name.strip()]
-
-
-def rollout_urls(config: RunConfig) -> list[str]:
-    """The inference servers of the http engine."""
-    return [url.strip() for url in config.rollout_urls.split(",") if url.strip()]

@@ -1,6 +1,7 @@
 """Checks of run config values that need more than a type and a range (`bench.config.validate`
-calls them): the budget limits, the weight-sync cadence against the staleness bound, LoRA
-against the learner's sharding, and the model spec. Each raises a one-line UsageError naming the field and what is valid."""
+calls them): numeric ranges, the budget limits, the weight-sync cadence against the staleness
+bound, LoRA against the learner's sharding, the engine and its servers, the processes `bench
+run` places, the global batch against the learner ranks, and the model spec. Each raises a one-line UsageError naming the field and what is valid."""
 
 from __future__ import annotations
 
@@ -122,3 +123,78 @@ def check_model_spec(spec: str) -> None:
             f"model directory not found: {spec} (valid: tiny, {', '.join(OFFLINE_MODELS)}, a "
             "local transformers directory or a hub id)"
         )
+
+
+def check_numbers(config: Any) -> None:
+    """The numeric fields' ranges: counts >= 1 or >= 0, rates and clips finite and > 0, top_p in
+    (0, 1], temperature >= 0, LoRA's rank, alpha and dropout."""
+    for name in ("trajectories_per_step", "minibatches", "engine_slots", "nan_patience", "weight_sync_every"):
+        if getattr(config, name) < 1:
+            raise UsageError(f"{name}: must be >= 1, got {getattr(config, name)}")
+    non_negative = (
+        "max_staleness",
+        "checkpoint_every",
+        "keep_checkpoints",
+        "eval_every",
+        "learner_chunk_tokens",
+    )
+    for name in non_negative:
+        if getattr(config, name) < 0:
+            raise UsageError(f"{name}: must be >= 0, got {getattr(config, name)}")
+    for name in ("temperature", "top_p", "grad_clip", "policy_lr", "critic_lr"):
+        value = getattr(config, name)
+        if value is not None and not math.isfinite(value):
+            raise UsageError(f"{name}: must be a finite number, got {value}")
+    for name in ("policy_lr", "critic_lr", "grad_clip"):
+        if getattr(config, name) is not None and getattr(config, name) <= 0:
+            raise UsageError(f"{name}: must be > 0, got {getattr(config, name)}")
+    if not 0 < config.top_p <= 1 or config.temperature < 0:
+        raise UsageError(
+            f"top_p must be in (0, 1] and temperature >= 0, got {config.top_p} and {config.temperature}"
+        )
+    if config.lora_rank < 0 or config.lora_alpha <= 0 or not 0 <= config.lora_dropout < 1:
+        raise UsageError(
+            f"lora_rank must be >= 0, lora_alpha > 0 and lora_dropout in [0, 1), got {config.lora_rank}, "
+            f"{config.lora_alpha} and {config.lora_dropout}"
+        )
+
+
+def check_engine_and_servers(config: Any) -> None:
+    """The engine's options, the processes `bench run` places, and the http engine's servers
+    (named by URL, or placed): each answers `/health` before any model loads."""
+    from bench.engines.vllm_args import check_engine_args
+
+    check_engine_args(config.engine, config.engine_args)
+    check_placement(config)
+    if (config.engine == "http") != bool(rollout_urls(config) or config.rollout_servers):
+        raise UsageError(
+            "rollout_urls: the http engine needs them (--set rollout_urls=http://HOST:PORT, or rollout_servers=N "
+            "to start servers) and only it takes them"
+        )
+    if config.engine == "http" and rollout_urls(config):
+        from bench.engines.http_engine import check_servers
+
+        check_servers(rollout_urls(config))
+
+
+def check_global_batch(trajectories_per_step: int, group_size: int, algo: str, ranks: int) -> None:
+    """`trajectories_per_step` is the global batch: each of the `ranks` learner ranks (the launch's,
+    or those `bench run` will place) trains on whole groups of an equal share, so it must divide
+    by ranks x rollouts per prompt."""
+    if trajectories_per_step % (ranks * group_size) == 0:
+        return
+    if ranks == 1:
+        raise UsageError(
+            f"trajectories_per_step={trajectories_per_step} is not a multiple of {algo}'s rollouts per "
+            f"prompt ({group_size})"
+        )
+    raise UsageError(
+        f"trajectories_per_step={trajectories_per_step} is the global batch and must divide by {ranks} "
+        f"learner ranks x {algo}'s {group_size} rollouts per prompt = {ranks * group_size} (each rank trains "
+        "an equal share of whole groups)"
+    )
+
+
+def rollout_urls(config: Any) -> list[str]:
+    """The inference servers of the http engine."""
+    return [url.strip() for url in config.rollout_urls.split(",") if url.strip()]

@@ -104,14 +104,13 @@ def start_servers(config: Any, layout: Layout) -> list[Any]:
     return started
 
 
-def launch(argv: list[str], config: Any, out: Path | None) -> int:
-    """Place the run of `config` (module docstring): servers, then `learner_ranks` ranks of
-    `bench` with `argv` (the user's command line, `run ...`) plus the servers' URLs and, for a
-    new run, `--out`; returns the learners' exit code."""
+def launch(argv: list[str], config: Any, out: Path | None, gpus: list[str]) -> int:
+    """Place the run of `config` (module docstring) on the visible `gpus`: servers, then
+    `learner_ranks` ranks of `bench` with `argv` (the user's command line, `run ...`) plus the
+    servers' URLs and, for a new run, `--out`; returns the learners' exit code."""
     from bench.engines.weight_wire import free_port
-    from sweeps.launch import visible_gpus
 
-    layout = plan_layout(config, visible_gpus())
+    layout = plan_layout(config, gpus)
     servers = start_servers(config, layout)
     try:
         child_argv = [*argv, *(["--out", str(out)] if out is not None else [])]

@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         resume_run,
         start_run,
     )
+    from sweeps.launch import visible_gpus
 
     load_plugins(args)
     if args.resume:
@@ -108,12 +109,13 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--resume continues the run in its own directory; drop --out")
         placed = _placed_resume(args)
         if places_processes(placed):
-            return launch(args.argv, placed, None)
+            return launch(args.argv, placed, None, visible_gpus())
         run_dir, parts, checkpoint = resume_run(args.resume, *override_layers(args))
     else:
         parts = parts_from_args(args)
         if places_processes(parts.config):  # ranks and servers of its own: this process only places them
-            return launch(args.argv, parts.config, check_out_dir(args.out or default_run_dir(parts.config)))
+            out = check_out_dir(args.out or default_run_dir(parts.config))
+            return launch(args.argv, parts.config, out, visible_gpus())
         run_dir, checkpoint = start_run(parts, args.out, progress=not args.no_progress), None
     from bench.train.loop import train
 

@@ -58,6 +58,9 @@ def test_workers_and_runs_start_without_launcher_variables(monkeypatch, tmp_path
         def __init__(self, args, **kwargs):
             seen.append(kwargs["env"])
 
+        def poll(self):  # ended at once
+            return 0
+
         def wait(self):
             return 0
 
