@@ -162,6 +162,7 @@ def check_numbers(config: Any) -> None:
 def check_engine_and_servers(config: Any) -> None:
     """The engine's options, the processes `bench run` places, and the http engine's servers
     (named by URL, or placed): each answers `/health` before any model loads."""
+    from bench.config_values import rollout_urls
     from bench.engines.vllm_args import check_engine_args
 
     check_engine_args(config.engine, config.engine_args)
@@ -193,8 +194,3 @@ def check_global_batch(trajectories_per_step: int, group_size: int, algo: str, r
         f"learner ranks x {algo}'s {group_size} rollouts per prompt = {ranks * group_size} (each rank trains "
         "an equal share of whole groups)"
     )
-
-
-def rollout_urls(config: Any) -> list[str]:
-    """The inference servers of the http engine."""
-    return [url.strip() for url in config.rollout_urls.split(",") if url.strip()]

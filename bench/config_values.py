@@ -166,3 +166,8 @@ def _check_task_arg_names(task: str, cls: type, task_args: dict[str, Any]) -> No
                 f"task.{key}: unknown argument of task {task!r}{did_you_mean(key, valid)}; "
                 f"valid arguments: {', '.join(valid) or 'none'}"
             )
+
+
+def rollout_urls(config: Any) -> list[str]:
+    """The inference servers of the http engine: the run field `rollout_urls`, split at commas."""
+    return [url.strip() for url in config.rollout_urls.split(",") if url.strip()]

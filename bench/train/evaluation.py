@@ -37,7 +37,7 @@ def evaluate_during_training(
 
 def _evaluate_on_servers(config: RunConfig, learner: Learner, tokenizer: Any, run: RunDir) -> dict[str, Any]:
     """`evaluate_during_training` on the run's inference servers (rank 0; the others return {})."""
-    from bench.config import rollout_urls
+    from bench.config_values import rollout_urls
     from bench.engines.http_engine import HTTPEngine
 
     if not learner.dist.is_main:

@@ -18,7 +18,8 @@ from typing import Any
 
 import torch
 
-from bench.config import RunConfig, RunParts, rollout_urls
+from bench.config import RunConfig, RunParts
+from bench.config_values import rollout_urls
 from bench.engines import make_engine
 from bench.engines.base import SamplingParams
 from bench.models.memory import Precision
