@@ -25,6 +25,7 @@ from typing import Any
 
 from bench.errors import UsageError
 from bench.launcher import is_launched
+from results.rundir import ATTEMPT_PID_VARIABLE
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ def launch(argv: list[str], config: Any, out: Path | None, gpus: list[str]) -> i
             child_argv += ["--set", "rollout_urls=" + ",".join(s.url for s in servers)]
         cmd = [sys.executable, "-m", "torch.distributed.run", "--master-port", str(free_port())]
         cmd += ["--nproc-per-node", str(config.learner_ranks), "-m", "bench.cli", *child_argv]
-        env = dict(os.environ)
+        env = {**os.environ, ATTEMPT_PID_VARIABLE: str(os.getpid())}  # the ranks' outcome is this attempt's
         if layout.learner_gpus is not None:
             env["CUDA_VISIBLE_DEVICES"] = layout.learner_gpus
         print(

@@ -28,6 +28,8 @@ class RunState(StrEnum):
 
     PENDING = "pending"
     """no worker has taken it yet (no status file)"""
+    QUEUED = "queued"
+    """claimed on a cluster, waiting for a node with the CPUs and GPUs it asks for"""
     RUNNING = "running"
     FINISHED = "finished"
     """trained to its budget and evaluated"""

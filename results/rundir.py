@@ -82,6 +82,18 @@ class RunEnd:
     """the process that wrote the outcome (None in summaries written before outcomes were)"""
 
 
+ATTEMPT_PID_VARIABLE = "BENCH_ATTEMPT_PID"
+"""Set by a `bench run` that places learner ranks of its own (`bench.placement`) for them: the
+attempt is that process's, the one its caller waits for."""
+
+
+def attempt_pid() -> int:
+    """The pid that summary.json records as this attempt's (`RunEnd.pid`): the placing `bench
+    run` for a placed rank, else this process."""
+    placed = os.environ.get(ATTEMPT_PID_VARIABLE, "")
+    return int(placed) if placed.isdigit() else os.getpid()
+
+
 class RunDirError(ValueError):
     """A run directory that cannot be used as asked (e.g. --out of a non-empty directory)."""
 
@@ -269,7 +281,7 @@ class RunDir:
 
     def mark_running(self) -> None:
         """Record that this process trains the run now (summary.json `outcome: running`)."""
-        self.write_summary({"outcome": RunOutcome.RUNNING, "pid": os.getpid(), "started": time.time()})
+        self.write_summary({"outcome": RunOutcome.RUNNING, "pid": attempt_pid(), "started": time.time()})
 
     def read_outcome(self) -> RunEnd | None:
         """How the run ended (module docstring); None when it never started training. A

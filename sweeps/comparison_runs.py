@@ -32,6 +32,7 @@ class ComparisonRuns:
 
     def __init__(self, out: Path, cores: list[int] | None) -> None:
         self.out, self.cores = out, cores
+        self.where = ""  # the node and GPUs its runs execute on, when a cluster placed them (status `where`)
         self.spec, data = load_spec(out, ComparisonSpec)
         storage = open_storage(data.get("storage") or "", out / "study.journal")
         self.queues = [RunQueue(storage, data["study"], lease_s=float(data.get("lease_s", LEASE_S)))]
@@ -47,6 +48,7 @@ class ComparisonRuns:
             "state": RunState.RUNNING,
             "attempts": previous.get("attempts", 0) + 1,
             "started": time.time(),
+            **({"where": self.where} if self.where else {}),
         }
         _write_status(out, status)
         arm, seed = self.spec.arm_and_seed(name)
@@ -66,6 +68,27 @@ class ComparisonRuns:
         status["ended"] = time.time()
         _write_status(out, status)
         return status
+
+    def run_layers(self, queue: RunQueue, claim: Claim) -> list[dict[str, Any]]:
+        """The config layers of the claimed run (what it asks of a cluster: `sweeps.scheduler`)."""
+        return self.spec.config_layers(*self.spec.arm_and_seed(claim.run))
+
+    def mark_queued(self, queue: RunQueue, claim: Claim, asks: str) -> None:
+        """Record that a cluster holds the claimed run until a node has what it `asks`."""
+        previous = read_status(self.out, claim.run) or {}
+        queued = {"run": claim.run, "trial": claim.number, "worker": queue.worker, "state": RunState.QUEUED}
+        _write_status(
+            self.out, {**queued, "asks": asks, "queued": time.time(), "attempts": previous.get("attempts", 0)}
+        )
+
+    def fail_unplayed(self, queue: RunQueue, claim: Claim, reason: str) -> None:
+        """The claimed run could not be played (its cluster task was lost for good): failed."""
+        previous = read_status(self.out, claim.run) or {}
+        _write_status(
+            self.out,
+            {**previous, "run": claim.run, "state": RunState.FAILED, "detail": reason, "ended": time.time()},
+        )
+        queue.fail(claim, reason)
 
     def evaluate(self, name: str) -> tuple[bool, str]:
         """Evaluate the run's selected checkpoint on the reported benchmarks: (ok, detail)."""

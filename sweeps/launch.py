@@ -60,6 +60,28 @@ class LaunchOptions:
         metavar="DIR",
         default=None,
     )
+    cluster: str = doc(
+        "where the runs execute: local (--workers processes here) or ray (each run a Ray task on a node "
+        "with its CPUs and GPUs; --out on a filesystem every node reaches); default: ray where RAY_ADDRESS is "
+        "set (as under `ray job submit`), else local",
+        flag="--cluster",
+        choices=("local", "ray"),
+        default="",
+    )
+    ray_address: str = doc(
+        "the Ray cluster's head, HOST:PORT as `ray start --head` prints it (default: RAY_ADDRESS, else the "
+        "cluster started on this machine)",
+        flag="--ray-address",
+        metavar="ADDR",
+        default="",
+    )
+    cpus_per_run: float = doc(
+        "CPUs each run asks of a Ray node (its GPUs come from its config: learner_ranks + rollout_servers x "
+        "rollout_tp)",
+        flag="--cpus-per-run",
+        metavar="N",
+        default=1.0,
+    )
     lease_seconds: float = doc(
         "how long a silent worker keeps its run before others take it over",
         flag="--lease-seconds",

@@ -3,7 +3,8 @@
 Everything is read from the experiment's directory, never from log lines: the spec
 (comparison.json / sweep.json), each run's status record (`status/`), its run directory's
 metrics.jsonl (last line: step, reward, the budget's count) and summary.json (how it ended),
-and a finished run's final evaluation. A run is queued (no status yet), running (step, budget
+and a finished run's final evaluation. A run is queued (no status yet, or claimed on a cluster
+and waiting for a node: `where` says what it asks for), running (`where`: its node and GPUs) (step, budget
 spent, reward), evaluating, finished (its score), stopped or failed (the reason); a sweep's
 trial is queued, running (its current seed's run), complete (its value), pruned or failed.
 
@@ -13,6 +14,7 @@ is one line per event: a run that starts, finishes (with its score) or fails (wi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -27,6 +29,8 @@ from results.rundir import RunDir
 from results.tables import format_table
 
 COLUMNS = ["run", "state", "progress", "reward", "result"]
+WHERE = "where"
+"""the column of the node and GPUs a cluster placed a run on, shown when a run has one"""
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,7 @@ class RunRow:
     progress: str = ""
     reward: str = ""
     result: str = ""
+    where: str = ""
 
 
 def last_metrics(path: Path) -> dict[str, Any]:
@@ -103,6 +108,17 @@ def _run_row(out: Path, name: str, run_dir: Path, budget: dict, benches: list[st
     status = _read(out / STATUS_DIR / f"{name}.json")
     if status is None:
         return RunRow(name, "queued")
+    return dataclasses.replace(_state_row(status, name, run_dir, budget, benches), where=_where(status))
+
+
+def _where(status: dict[str, Any]) -> str:
+    """Where a cluster placed the run, or what it waits for ('asks 1 CPU, 2 GPU')."""
+    if status.get("where"):
+        return str(status["where"])
+    return f"asks {status['asks']}" if status.get("asks") else ""
+
+
+def _state_row(status: dict[str, Any], name: str, run_dir: Path, budget: dict, benches: list[str]) -> RunRow:
     state = str(status.get("state"))
     metrics = last_metrics(run_dir / "metrics.jsonl")
     if state == "running":
@@ -148,9 +164,8 @@ def sweep_rows(out: Path, spec: dict[str, Any]) -> list[RunRow]:
             progress = budget_progress(metrics, spec.get("budget", {})) if runs else ""
             if runs and state == "running":
                 progress = f"{runs[-1].parent.name.rpartition('-')[2]}: {progress}"
-            rows.append(
-                RunRow(label, state, progress, _reward(metrics), "" if state == "running" else result)
-            )
+            result = "" if state in ("running", "queued") else result
+            rows.append(RunRow(label, state, progress, _reward(metrics), result, _where(status)))
     return rows
 
 
@@ -169,7 +184,8 @@ def event_line(row: RunRow) -> str:
     detail = (
         row.result if row.state in ("failed", "finished", "stopped", "complete", "pruned") else row.progress
     )
-    return f"[{stamp}] {row.run}: {row.state}" + (f": {detail}" if detail else "")
+    where = f" ({row.where})" if row.where else ""
+    return f"[{stamp}] {row.run}: {row.state}" + (f": {detail}" if detail else "") + where
 
 
 def summary_line(rows: list[RunRow]) -> str:
@@ -204,7 +220,8 @@ class LiveView:
     def _draw(self, rows: list[RunRow]) -> None:
         """Redraw the table in place (move up over the previous drawing, clear to the end)."""
         width = max(40, _terminal_width() - 1)
-        text = format_table([vars(r) for r in rows], COLUMNS) + "\n" + summary_line(rows)
+        columns = COLUMNS + ([WHERE] if any(r.where for r in rows) else [])
+        text = format_table([vars(r) for r in rows], columns) + "\n" + summary_line(rows)
         lines = [line[:width] for line in text.splitlines()]
         up = f"\x1b[{self.drawn}F" if self.drawn else ""
         self.stream.write(up + "\x1b[J" + "\n".join(lines) + "\n")

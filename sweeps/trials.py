@@ -48,6 +48,8 @@ class TrialStatus(StrEnum):
     FAILED = "failed"
     BUSY = "busy"
     """another live process trains one of its runs: a duplicate claim, dropped"""
+    QUEUED = "queued"
+    """claimed on a cluster, waiting for a node with the CPUs and GPUs it asks for"""
 
 
 class Pruned(Exception):
@@ -59,6 +61,7 @@ class SweepTrials:
 
     def __init__(self, out: Path, cores: list[int] | None) -> None:
         self.out, self.cores = out, cores
+        self.where = ""  # the node and GPUs its runs execute on, when a cluster placed them (status `where`)
         self.spec, data = load_spec(out, SweepSpec)
         storage = open_storage(data.get("storage") or "", out / "study.journal")
         spaces = arm_spaces(data, self.spec)
@@ -82,7 +85,7 @@ class SweepTrials:
     def play(self, queue: RunQueue, claim: Claim) -> dict[str, Any]:
         """Sample the trial's parameters and run it (module docstring); its status record."""
         arm, space = self.arms[queue.study.study_name]
-        status_path = self.out / "status" / arm.slug / f"{claim.run}.json"
+        status_path = self._status_path(queue, claim)
         status_path.parent.mkdir(parents=True, exist_ok=True)
         started = time.time()  # the trial's wall time runs from here to its result in the storage
         trial, values = trial_values(queue, claim, space.params, space.fixed)
@@ -91,6 +94,7 @@ class SweepTrials:
             "state": TrialStatus.RUNNING,
             "params": values,
             "worker": queue.worker,
+            **({"where": self.where} if self.where else {}),
         }
         write_json_atomic(status_path, {**running, "started": started})
         try:
@@ -100,9 +104,36 @@ class SweepTrials:
         result.update(
             trial=claim.number, params=values, worker=queue.worker, started=started, ended=time.time()
         )
+        if self.where:
+            result["where"] = self.where
         write_json_atomic(status_path, result)
         self.playing[claim.trial_id] = (trial, status_path)
         return result
+
+    def _status_path(self, queue: RunQueue, claim: Claim) -> Path:
+        arm, _ = self.arms[queue.study.study_name]
+        return self.out / "status" / arm.slug / f"{claim.run}.json"
+
+    def run_layers(self, queue: RunQueue, claim: Claim) -> list[dict[str, Any]]:
+        """The config layers of the trial's first seed's run, without its sampled parameters
+        (what it asks of a cluster: `sweeps.scheduler`; a search space never holds placement)."""
+        arm, _ = self.arms[queue.study.study_name]
+        return self.spec.config_layers(arm, self.spec.seeds[0], {})
+
+    def mark_queued(self, queue: RunQueue, claim: Claim, asks: str) -> None:
+        """Record that a cluster holds the claimed trial until a node has what it `asks`."""
+        path = self._status_path(queue, claim)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        queued = {"trial": claim.number, "state": TrialStatus.QUEUED, "worker": queue.worker}
+        write_json_atomic(path, {**queued, "asks": asks, "queued": time.time()})
+
+    def fail_unplayed(self, queue: RunQueue, claim: Claim, reason: str) -> None:
+        """The claimed trial could not be played (its cluster task was lost for good): failed."""
+        write_json_atomic(
+            self._status_path(queue, claim),
+            {"trial": claim.number, "state": TrialStatus.FAILED, "detail": reason, "ended": time.time()},
+        )
+        queue.fail(claim, reason)
 
     def record(self, queue: RunQueue, claim: Claim, result: dict[str, Any]) -> None:
         """Tell Optuna: the value, pruned, failed (with the reason), or drop a duplicate."""

@@ -6,8 +6,8 @@ them; the same command on other machines (same `--storage`, a shared `--out`) ad
 
 The loop is one for both; what a run *is* comes from the experiment (`Experiment`): a
 comparison's (arm, seed) run (`sweeps.comparison_runs`) or a sweep's trial (`sweeps.trials`).
-The scheduling around it, claims, leases and takeovers, is the local queue's
-(`sweeps.queue`); another backend (a cluster scheduler) would drive the same `Experiment`.
+The scheduling around it, claims, leases and takeovers, is the queue's (`sweeps.queue`); the Ray
+backend (`sweeps.ray_cluster`) drives the same `Experiment` from one driver (`sweeps.scheduler`).
 """
 
 from __future__ import annotations
@@ -36,6 +36,22 @@ class Experiment(Protocol):
 
     def record(self, queue: RunQueue, claim: Claim, result: dict[str, Any]) -> None:
         """Tell the study how the claimed run ended (a value, failed, pruned, a duplicate)."""
+        ...
+
+    # what a cluster backend (`sweeps.ray_cluster`) needs besides
+    where: str
+    """the node and GPUs the runs execute on, recorded in their status ("" on the local backend)"""
+
+    def run_layers(self, queue: RunQueue, claim: Claim) -> list[dict[str, Any]]:
+        """The config layers of the claimed run (its placement says how many GPUs it asks for)."""
+        ...
+
+    def mark_queued(self, queue: RunQueue, claim: Claim, asks: str) -> None:
+        """Record that a cluster holds the claim until a node has what it `asks`."""
+        ...
+
+    def fail_unplayed(self, queue: RunQueue, claim: Claim, reason: str) -> None:
+        """Record that the claim could not be played at all (its cluster task was lost for good)."""
         ...
 
 

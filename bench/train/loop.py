@@ -40,7 +40,7 @@ from bench.train.policy_weights import policy_weights
 from bench.train.progress import BudgetBar, counts_of, step_postfix
 from bench.train.setup import make_learner
 from results.budgets import BUDGETS, BudgetKind
-from results.rundir import RunDir, RunOutcome
+from results.rundir import RunDir, RunOutcome, attempt_pid
 
 
 @dataclass
@@ -172,7 +172,7 @@ def _train(parts: RunParts, run: RunDir, resume: Path | None, progress: bool) ->
     summary = {
         "outcome": RunOutcome.FINISHED,
         "stopped_by": reason,
-        "pid": os.getpid(),
+        "pid": attempt_pid(),
         **_summary(learner, time.perf_counter() - start, last),
         "consumption": consumed.as_dict(),
     }

@@ -7,7 +7,6 @@ process's output to know how a run ended.
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
@@ -16,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from bench.errors import RunStopped, RunTerminated
-from results.rundir import RunDir, RunOutcome
+from results.rundir import RunDir, RunOutcome, attempt_pid
 
 
 def ending(exc: BaseException) -> tuple[RunOutcome, str]:
@@ -38,7 +37,7 @@ def ended_summary(exc: BaseException) -> dict[str, Any]:
         "outcome": outcome,
         "stopped_by": None,
         "detail": detail,
-        "pid": os.getpid(),
+        "pid": attempt_pid(),
         "ended": time.time(),
     }
 

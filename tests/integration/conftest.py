@@ -43,3 +43,22 @@ def fresh_tiny(tmp_path_factory):
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(isolated_cache):
+    """One simulated Ray cluster for the whole test run (`ray.cluster_utils.Cluster`): a head
+    with 1 CPU and no GPU (where drivers connect; no run lands there) and two nodes of 1 CPU and
+    2 logical GPUs each. Started only when a test asks for it (~6 s, ~3 GB of memory)."""
+    from tests.requires import requires
+
+    requires("ray")
+    from ray.cluster_utils import Cluster
+
+    small = {"num_cpus": 1, "object_store_memory": 80 * 2**20}
+    cluster = Cluster(initialize_head=True, head_node_args={**small, "num_gpus": 0})
+    for _ in range(2):
+        cluster.add_node(**small, num_gpus=2)
+    cluster.wait_for_nodes()
+    yield cluster
+    cluster.shutdown()

@@ -194,3 +194,16 @@ def test_torn_last_lines_are_ignored(tmp_path):
         f.write('{"ev')
     assert run.read_metrics() == [{"step": 1, "loss": None}]
     assert [e["event"] for e in run.read_events()] == ["resume"]
+
+
+def test_a_placed_rank_records_the_placing_process_as_the_attempt(tmp_path, monkeypatch):
+    # a run whose `bench run` places learner ranks is waited for as that process: its ranks'
+    # outcome must name it, or a comparison takes a finished run for a failed one
+    from results.rundir import ATTEMPT_PID_VARIABLE, attempt_pid
+
+    assert attempt_pid() == os.getpid()
+    monkeypatch.setenv(ATTEMPT_PID_VARIABLE, "4242")
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    run.mark_running()
+    assert run.read_outcome().pid == 4242

@@ -119,3 +119,22 @@ def test_budget_progress_counts_the_budget_in_its_unit(tmp_path):
     )
     assert budget_progress({}, {"kind": "minutes", "amount": 3}) == "starting"
     assert last_metrics(tmp_path / "missing.jsonl") == {}
+
+
+def test_a_run_placed_by_a_cluster_shows_where_it_runs_or_what_it_waits_for(tmp_path):
+    out = _comparison(tmp_path / "cmp")
+    _status(out, "sao-s1", state="running", where="vm node 1a2b3c4d gpu 0,1")
+    _status(out, "ppo_vapo-s1", state="queued", asks="1 CPU, 2 GPU")
+    rows = {r.run: r for r in read_rows(out)}
+    assert rows["sao-s1"].where == "vm node 1a2b3c4d gpu 0,1"
+    assert (rows["ppo_vapo-s1"].state, rows["ppo_vapo-s1"].where) == ("queued", "asks 1 CPU, 2 GPU")
+    assert rows["sao-s0"].where == ""  # a local worker's run: no column entry
+    stream = io.StringIO()
+    LiveView(out, stream, table=True).poll()
+    assert "where" in stream.getvalue().splitlines()[0] and "asks 1 CPU, 2 GPU" in stream.getvalue()
+    stream = io.StringIO()
+    LiveView(out, stream, table=False).poll()
+    assert (
+        "sao-s1: running: step 3, trajectories 384/1,024 (38%) (vm node 1a2b3c4d gpu 0,1)"
+        in stream.getvalue()
+    )

@@ -1,0 +1,142 @@
+"""`bench compare` and `bench sweep` with `--cluster ray` on a simulated cluster (the session's
+`ray_cluster`: a head without GPUs and two nodes of 2 logical GPUs): runs asking for 1 and 2
+GPUs are placed on nodes that have them and never share a GPU; a node lost mid-run is survived
+(the run resumed from its checkpoint on the other node, done exactly once); a sweep with
+pruning completes and `--show` reads it; bad input is refused in one line before anything is
+queued. These are README's "Past one machine" commands at toy scale."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_cli_run import REPO, _env
+from tests.integration.test_compare import _args as compare_args
+from tests.integration.test_compare import _trials
+from tests.integration.test_sweep import _args as sweep_args
+
+pytestmark = pytest.mark.slow
+
+
+def _on_cluster(cluster, cmd: list[str], *extra: str) -> list[str]:
+    return [*cmd, "--cluster", "ray", "--ray-address", cluster.address, "--cpus-per-run", "0.5", *extra]
+
+
+def _run(cmd: list[str], timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def _statuses(out: Path) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in sorted((out / "status").glob("*.json"))}
+
+
+def _gpus(where: str) -> tuple[str, list[str]]:
+    """'host node 1a2b3c4d gpu 0,1' -> ('1a2b3c4d', ['0', '1'])."""
+    words = where.split()
+    node = words[words.index("node") + 1]
+    return node, (words[words.index("gpu") + 1].split(",") if "gpu" in words else [])
+
+
+def test_runs_are_placed_by_the_gpus_they_ask_for(ray_cluster, base_checkpoint, tmp_path):
+    arms = tmp_path / "arms.toml"
+    arms.write_text(
+        '[arms.sao]\nalgo = "sao"\n\n'
+        '[arms.grpo-disagg]\nalgo = "grpo"\nset = { rollout_servers = 1, engine = "http" }\n'  # learner + a server: 2 GPUs
+    )
+    out = tmp_path / "cmp"
+    cmd = compare_args(base_checkpoint, out, algos=str(arms), seeds="1,2", budget=16)
+    done = _run(_on_cluster(ray_cluster, cmd))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "ray cluster at" in done.stdout and "3 node(s)" in done.stdout
+
+    statuses = _statuses(out)
+    assert sorted(statuses) == ["grpo-disagg-s1", "grpo-disagg-s2", "sao-s1", "sao-s2"]
+    spans = []
+    for name, status in statuses.items():
+        assert status["state"] == "finished", status
+        node, gpus = _gpus(status["where"])
+        assert len(gpus) == (2 if name.startswith("grpo-disagg") else 1), status["where"]
+        spans += [(node, gpu, status["started"], status["ended"], name) for gpu in gpus]
+    for a in spans:  # no two runs held one GPU at once
+        for b in spans:
+            if a[4] < b[4] and a[:2] == b[:2]:
+                assert a[3] <= b[2] or b[3] <= a[2], (a, b)
+    complete = [t.user_attrs["run"] for t in _trials(out) if t.state.name == "COMPLETE"]
+    assert sorted(complete) == sorted(statuses)  # each run done exactly once
+
+
+def test_a_lost_node_is_survived_and_the_run_resumed(ray_cluster, base_checkpoint, tmp_path):
+    out = tmp_path / "cmp"
+    cmd = compare_args(base_checkpoint, out, algos="grpo", seeds="1", budget=400)
+    proc = subprocess.Popen(
+        _on_cluster(ray_cluster, cmd),
+        cwd=REPO,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    run_dir, status_file = out / "runs" / "grpo-s0", out / "status" / "grpo-s0.json"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not list((run_dir / "checkpoints").glob("step_*")):
+        assert proc.poll() is None, proc.stdout.read()[-3000:]
+        time.sleep(0.5)
+    where = json.loads(status_file.read_text())["where"]
+    node_prefix, _ = _gpus(where)
+    lost = next(n for n in ray_cluster.worker_nodes if n.node_id.startswith(node_prefix))
+    ray_cluster.remove_node(lost, allow_graceful=False)
+    replacement = ray_cluster.add_node(num_cpus=1, num_gpus=2, object_store_memory=80 * 2**20)
+    try:
+        output, _ = proc.communicate(timeout=600)
+    finally:
+        ray_cluster.wait_for_nodes()
+    assert proc.returncode == 0, output[-3000:]
+
+    status = json.loads(status_file.read_text())
+    assert status["state"] == "finished" and status["attempts"] == 2, status
+    assert _gpus(status["where"])[0] != node_prefix  # finished elsewhere
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events].count("resume") == 1, events
+    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(set(steps)) and steps[-1] == 50, steps  # no step lost or trained twice
+    trials = [t for t in _trials(out) if t.user_attrs.get("run") == "grpo-s0"]
+    assert [t.state.name for t in trials] == ["COMPLETE"], trials
+    assert replacement is not None
+
+
+def test_a_pruned_sweep_runs_on_the_cluster_and_show_reads_it(ray_cluster, base_checkpoint, tmp_path):
+    out = tmp_path / "sweep"
+    done = _run(_on_cluster(ray_cluster, sweep_args(base_checkpoint, out)))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    states = [json.loads(p.read_text())["state"] for p in sorted((out / "status").glob("*/*.json"))]
+    assert len(states) == 4 and set(states) <= {"complete", "pruned"}, states
+    assert all("node" in json.loads(p.read_text())["where"] for p in (out / "status").glob("*/*.json"))
+    shown = _run([sys.executable, "-m", "bench.cli", "sweep", "--show", str(out)])
+    assert shown.returncode == 0 and "trial" in shown.stdout, shown.stderr
+
+
+def test_bad_cluster_input_is_one_line_before_anything_is_queued(ray_cluster, base_checkpoint, tmp_path):
+    cmd = compare_args(base_checkpoint, tmp_path / "none", algos="grpo", seeds="1")
+    started = time.monotonic()
+    refused = _run([*cmd, "--cluster", "ray", "--ray-address", "127.0.0.1:9"])
+    assert refused.returncode == 2 and time.monotonic() - started < 60
+    assert refused.stderr.strip().count("\n") == 0 and "no Ray cluster answers there" in refused.stderr
+
+    too_big = _run(
+        _on_cluster(
+            ray_cluster,
+            compare_args(base_checkpoint, tmp_path / "big", algos="grpo", seeds="1"),
+            "--set",
+            "rollout_servers=2",
+            "--set",
+            "engine=http",
+        )
+    )
+    assert too_big.returncode == 2, too_big.stderr
+    assert "asks one node for 0.5 CPU, 3 GPU" in too_big.stderr and "largest node" in too_big.stderr
+    assert not (tmp_path / "big" / "study.journal").exists()
