@@ -47,8 +47,8 @@ class LaunchOptions:
         default=DEFAULT_WORKERS,
     )
     storage: str = doc(
-        "Optuna storage of the run queue: a journal file in --out by default (one machine); "
-        "postgresql://user@host/db to add workers on other machines",
+        "Optuna storage of the run queue and the studies: a journal file in --out by default; an RDB URL "
+        "(postgresql://user@host/db) to keep them in a database (for several machines use --cluster ray)",
         flag="--storage",
         metavar="URL",
         default="",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import queue
+import socket
 import threading
 import time
 import urllib.error
@@ -102,9 +103,17 @@ def check_servers(urls: list[str]) -> None:
 
 
 def _transfer_address(url: str) -> str:
-    """The address a server reaches the trainer's transfer store at (one node: loopback)."""
-    host = urlsplit(url).hostname or "127.0.0.1"
-    return "127.0.0.1" if host in ("localhost", "127.0.0.1", "::1") else host
+    """The address a server reaches the trainer's transfer store at: loopback for a server on
+    this host, else this host's own address on the route to the server (the trainer hosts the
+    store; the server's address, used before, cannot be bound here)."""
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    if host in ("localhost", "127.0.0.1", "::1"):
+        return "127.0.0.1"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:  # no packet is sent: the kernel picks the route
+        probe.connect((host, parts.port or 80))
+        return str(probe.getsockname()[0])
 
 
 class HTTPEngine(Engine):

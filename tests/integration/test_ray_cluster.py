@@ -8,6 +8,7 @@ queued. These are README's "Past one machine" commands at toy scale."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -107,6 +108,32 @@ def test_a_lost_node_is_survived_and_the_run_resumed(ray_cluster, base_checkpoin
     trials = [t for t in _trials(out) if t.user_attrs.get("run") == "grpo-s0"]
     assert [t.state.name for t in trials] == ["COMPLETE"], trials
     assert replacement is not None
+
+
+def test_a_killed_driver_is_resumed_by_the_same_command(ray_cluster, base_checkpoint, tmp_path):
+    # Ray ends the dead driver's tasks (and their runs die with them); the next driver sees the
+    # dead process's leases, takes the run over and resumes it: trained once, nothing lost
+    out = tmp_path / "cmp"
+    cmd = _on_cluster(ray_cluster, compare_args(base_checkpoint, out, algos="grpo", seeds="1", budget=400))
+    driver = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_dir = out / "runs" / "grpo-s0"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not list((run_dir / "checkpoints").glob("step_*")):
+        assert driver.poll() is None
+        time.sleep(0.5)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    done = _run(cmd)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    status = json.loads((out / "status" / "grpo-s0.json").read_text())
+    assert status["state"] == "finished" and status["attempts"] == 2, status
+    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(set(steps)) and steps[-1] == 50, steps
+    trials = [t for t in _trials(out) if t.user_attrs.get("run") == "grpo-s0"]
+    assert [t.state.name for t in trials] == ["FAIL", "COMPLETE"], (
+        trials
+    )  # the dead driver's claim, taken over
+    assert trials[0].user_attrs["fail_reason"].startswith("lease expired")
 
 
 def test_a_pruned_sweep_runs_on_the_cluster_and_show_reads_it(ray_cluster, base_checkpoint, tmp_path):

@@ -181,3 +181,21 @@ def test_close_stops_the_transfer_threads(double):
     while len(_gloo_threads()) > len(before) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _gloo_threads() == before
+
+
+def test_a_remote_server_is_given_this_hosts_address_for_the_transfer_store():
+    # the trainer hosts the store: a server on another node must be told an address of this
+    # host (before, it was told its own address, which the trainer cannot bind)
+    import socket
+
+    from bench.engines.http_engine import _transfer_address
+
+    assert _transfer_address("http://127.0.0.1:8100") == "127.0.0.1"
+    assert _transfer_address("http://localhost:8100") == "127.0.0.1"
+    try:
+        address = _transfer_address("http://192.0.2.77:8100")  # TEST-NET-1: never this host
+    except OSError:
+        pytest.skip("no IPv4 route on this machine")
+    assert address != "192.0.2.77"
+    with socket.socket() as s:
+        s.bind((address, 0))  # an address of this host
