@@ -1,6 +1,6 @@
 """The Ray backend's overhead on one machine: the same small comparison (2 arms x 1 seed, one
 budget) with the local backend (`--workers 2`) and on a one-node Ray cluster started here
-(`ray start --head`, 2 CPUs, `--cpus-per-run 1`), alternated, `--repeats` times each; prints
+(`ray start --head`, 2 CPUs, `--cpus-per-run 1`), alternated, `--repeats` times each after one untimed warm-up comparison; prints
 JSON with the median wall time of each and their ratio (ray / local). The cluster's start and
 stop are timed apart (a user starts it once).
 
@@ -51,7 +51,8 @@ def main() -> int:
             sys.exit(f"cluster_overhead: ray start failed: {started.stderr[-2000:]}")
         cluster_start_s = time.perf_counter() - start
         env_address = "auto"
-        try:
+        try:  # untimed first: builds the task's base checkpoint into the cache, warms file caches
+            _compare(Path(tmp) / "warm-up", args.budget, ["--workers", "2"])
             for i in range(args.repeats):
                 walls["local"].append(_compare(Path(tmp) / f"local-{i}", args.budget, ["--workers", "2"]))
                 ray_args = ["--cluster", "ray", "--ray-address", env_address, "--cpus-per-run", "1"]

@@ -58,6 +58,8 @@ BUSY_WAIT_S = 120.0
 POLL_S = 2.0
 """How often the driver looks for finished tasks, new claims and refreshes the live view."""
 PROBE_TIMEOUT_S = 3.0
+NAMESPACE = "bench"
+"""The Ray namespace of everything bench starts (its named actors are found there)."""
 
 
 @dataclass(frozen=True)
@@ -114,9 +116,11 @@ class RayCluster:
         self.ray, self.address = ray, address
 
     @classmethod
-    def connect(cls, address: str = "") -> RayCluster:
+    def connect(cls, address: str = "", log_to_driver: bool = False) -> RayCluster:
         """Connect to the cluster at `address` (else RAY_ADDRESS, else a cluster started on this
-        machine with `ray start --head`); a one-line ExperimentError when there is none."""
+        machine with `ray start --head`); a one-line ExperimentError when there is none.
+        `log_to_driver`: the tasks' and actors' output is printed here too (a single run's
+        learner; a comparison's runs write their own logs)."""
         ray = import_ray()
         address = address or os.environ.get("RAY_ADDRESS") or "auto"
         probe(address)
@@ -124,7 +128,11 @@ class RayCluster:
             try:
                 runtime_env = {"env_vars": forwarded_environment()}
                 ray.init(
-                    address=address, logging_level="WARNING", log_to_driver=False, runtime_env=runtime_env
+                    address=address,
+                    logging_level="WARNING",
+                    log_to_driver=log_to_driver,
+                    runtime_env=runtime_env,
+                    namespace=NAMESPACE,
                 )
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -13,6 +13,7 @@ from bench.commands import add_field_options, add_plugin_option, field_options, 
 from bench.config import RunConfig, RunParts, build_run
 from bench.config_values import load_config_file, parse_set_options
 from bench.errors import UsageError
+from bench.launcher import is_launched
 
 
 def register(sub) -> None:
@@ -53,6 +54,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--checkpoint-every, --eval-every and --set max_minutes/keep_checkpoints may extend it, any other "
         "changed setting is refused)",
     )
+    p.add_argument(
+        "--cluster",
+        choices=("local", "ray"),
+        default="local",
+        help="where the run's learner ranks and rollout servers go: this node (local, default) or a Ray "
+        "cluster's nodes (ray: one placement group, the learner resumed when its actor is lost; "
+        "docs/cluster.md); RAY_ADDRESS alone does not choose it, so a comparison's runs never re-place",
+    )
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        default="",
+        help="with --cluster ray: the head's HOST:PORT (default: RAY_ADDRESS, else a cluster started here)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
     p.add_argument(
         "--json",
@@ -90,6 +105,28 @@ def _placed_resume(args: argparse.Namespace) -> Any:
     return build_config(saved, *override_layers(args), {"rollout_urls": ""})
 
 
+def _run_on_ray(args: argparse.Namespace) -> int:
+    """`bench run --cluster ray` (`bench.ray_placement`): every part checked to fit on a node of
+    the cluster (one line, exit 2) before anything is placed."""
+    from bench.ray_placement import place_on_ray
+    from bench.train.start import check_out_dir, default_run_dir
+    from sweeps.ray_cluster import Asks, RayCluster
+
+    if args.resume and args.out:
+        raise UsageError("--resume continues the run in its own directory; drop --out")
+    config = _placed_resume(args) if args.resume else parts_from_args(args).config
+    out = Path(args.resume) if args.resume else check_out_dir(args.out or default_run_dir(config))
+    cluster = RayCluster.connect(args.ray_address, log_to_driver=True)
+    gpus = cluster.has_gpus()
+    learner = Asks(1, config.learner_ranks if gpus else 0)
+    server = Asks(1, config.rollout_tp if gpus else 0)
+    cluster.check_fits(
+        {"the learner": learner, **({"a rollout server": server} if config.rollout_servers else {})}
+    )
+    print(cluster.describe(), file=sys.stderr, flush=True)
+    return place_on_ray(cluster.ray, args.argv, config, out, fresh=not args.resume, has_gpus=gpus)
+
+
 def run(args: argparse.Namespace) -> int:
     """Handler of `bench run`."""
     from bench.placement import launch, places_processes
@@ -104,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
     from sweeps.launch import visible_gpus
 
     load_plugins(args)
+    if args.cluster == "ray" and not is_launched():  # a launched rank trains; its placer chose the nodes
+        return _run_on_ray(args)
     if args.resume:
         if args.out:
             raise UsageError("--resume continues the run in its own directory; drop --out")

@@ -39,10 +39,16 @@ class ServerProcess:
 
 
 def start_double(
-    model_dir: str | Path, slots: int = 32, port: int = 0, timeout: float = START_TIMEOUT_S
+    model_dir: str | Path,
+    slots: int = 32,
+    port: int = 0,
+    timeout: float = START_TIMEOUT_S,
+    host: str = "127.0.0.1",
 ) -> ServerProcess:
-    """A double server over the HF model in `model_dir` on `port` (0: a free one), once it serves; raises
-    RuntimeError with its output when it exits or stays silent for `timeout` seconds."""
+    """A double server over the HF model in `model_dir` on host:`port` (0: a free one), once it
+    serves; raises RuntimeError with its output when it exits or stays silent for `timeout`
+    seconds. Its URL names `host` as given (0.0.0.0 when it listens on every interface: the
+    placer knows the address other hosts reach it at)."""
     process = subprocess.Popen(
         [
             sys.executable,
@@ -54,6 +60,8 @@ def start_double(
             str(slots),
             "--port",
             str(port),
+            "--host",
+            host,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -76,16 +84,18 @@ def start_double(
     )
 
 
-def vllm_serve_command(model: str, port: int, tp: int) -> list[str]:
+def vllm_serve_command(model: str, port: int, tp: int, host: str = "127.0.0.1") -> list[str]:
     """`vllm serve` for the http engine: the RL routes need VLLM_SERVER_DEV_MODE=1 (set by
     `start_vllm`), log-probs after temperature (`processed_logprobs`, what the learner computes),
     the NCCL weight transfer, `tp` GPUs."""
-    cmd = ["vllm", "serve", model, "--host", "127.0.0.1", "--port", str(port)]
+    cmd = ["vllm", "serve", model, "--host", host, "--port", str(port)]
     cmd += ["--tensor-parallel-size", str(tp), "--logprobs-mode", "processed_logprobs"]
     return cmd + ["--weight-transfer-config", json.dumps({"backend": "nccl"})]
 
 
-def start_vllm(model: str, gpus: str, tp: int, timeout: float = VLLM_START_TIMEOUT_S) -> ServerProcess:
+def start_vllm(
+    model: str, gpus: str, tp: int, timeout: float = VLLM_START_TIMEOUT_S, host: str = "127.0.0.1"
+) -> ServerProcess:
     """`vllm serve` on `gpus` (CUDA_VISIBLE_DEVICES) and a free port, once `/health` answers; its
     output goes to a log file (a pipe nobody reads would stall it); raises RuntimeError with the
     log's end when it exits or stays silent for `timeout` seconds."""
@@ -95,13 +105,14 @@ def start_vllm(model: str, gpus: str, tp: int, timeout: float = VLLM_START_TIMEO
     log = tempfile.NamedTemporaryFile("w+", prefix="bench-vllm-serve-", suffix=".log", delete=False)
     env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1", "CUDA_VISIBLE_DEVICES": gpus}
     process = subprocess.Popen(
-        vllm_serve_command(model, port, tp), stdout=log, stderr=subprocess.STDOUT, env=env
+        vllm_serve_command(model, port, tp, host), stdout=log, stderr=subprocess.STDOUT, env=env
     )
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://{host}:{port}"
+    local = f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and process.poll() is None:
         try:
-            with urllib.request.urlopen(url + "/health", timeout=5) as answer:
+            with urllib.request.urlopen(local + "/health", timeout=5) as answer:
                 if answer.status == 200:
                     return ServerProcess(process, url)
         except OSError:

@@ -167,3 +167,59 @@ def test_bad_cluster_input_is_one_line_before_anything_is_queued(ray_cluster, ba
     assert too_big.returncode == 2, too_big.stderr
     assert "asks one node for 0.5 CPU, 3 GPU" in too_big.stderr and "largest node" in too_big.stderr
     assert not (tmp_path / "big" / "study.journal").exists()
+
+    run = [sys.executable, "-m", "bench.cli", "run", "--algo", "grpo", "--model", str(base_checkpoint)]
+    run += ["--out", str(tmp_path / "run"), "--cluster", "ray", "--ray-address", ray_cluster.address]
+    too_big = _run([*run, "--engine", "http", "--set", "rollout_servers=1", "--set", "rollout_tp=4"])
+    assert too_big.returncode == 2 and "a rollout server asks one node for 1 CPU, 4 GPU" in too_big.stderr
+    assert too_big.stderr.strip().count("\n") == 0 and not (tmp_path / "run").exists()
+
+
+def test_one_run_placed_across_nodes_resumes_after_its_learner_is_killed(
+    ray_cluster, base_checkpoint, tmp_path
+):
+    # two learner ranks (2 GPUs) and one server (1 GPU) cannot share a 2-GPU node: PACK spreads
+    # them over both; the learner actor killed mid-run is replaced by one that resumes the run
+    import ray
+
+    from bench.ray_placement import NAMESPACE, learner_actor_name
+    from tests.integration.test_cli_run import _common
+
+    out = tmp_path / "placed"
+    cmd = [sys.executable, "-m", "bench.cli", "run", "--algo", "grpo", "--steps", "30", "--out", str(out)]
+    cmd += [
+        *_common(base_checkpoint),
+        "--engine",
+        "http",
+        "--set",
+        "rollout_servers=1",
+        "--set",
+        "learner_ranks=2",
+    ]
+    cmd += ["--set", "trajectories_per_step=16", "--set", "algo.group_size=4", "--set", "checkpoint_every=1"]
+    cmd += ["--cluster", "ray", "--ray-address", ray_cluster.address]
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not list((out / "checkpoints").glob("step_*")):
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        time.sleep(0.5)
+    ray.init(address=ray_cluster.address, namespace=NAMESPACE, logging_level="WARNING")
+    try:
+        ray.kill(ray.get_actor(learner_actor_name(out), namespace=NAMESPACE))
+    finally:
+        ray.shutdown()
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+
+    placed = [line for line in err.splitlines() if line.startswith("bench: placed on ray:")]
+    assert len(placed) == 2, err[-3000:]  # the first learner and the one that resumed
+    learner_node = placed[0].split("learner (2 rank(s)) on node ")[1].split(";")[0]
+    server_node = placed[0].split(" on node ")[-1]
+    assert learner_node != server_node, placed[0]
+    assert "the learner was lost" in err
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events].count("resume") == 1, events
+    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(set(steps)) and steps[-1] == 30, steps
