@@ -1,10 +1,13 @@
-"""A queue of named runs in an Optuna storage, shared by any number of workers on any number
-of machines: each run is done exactly once, and a dead worker's run is taken over.
+"""A queue of named runs in an Optuna storage, the one record of who holds which run for both
+scheduler backends (`sweeps.scheduler`): the local workers of one machine, or the driver of a
+Ray cluster. Each run is done exactly once, and a dead holder's run is taken over.
 
-Why Optuna: sweeps need a study in an Optuna storage anyway, and its two storages already are
-the distributed part: a journal file on one host (file-locked appends) and an RDB (PostgreSQL)
-for several machines. Each run of a comparison (or trial of a sweep) is a trial whose user
-attribute `run` names it:
+Why Optuna: sweeps need a study in an Optuna storage anyway: a journal file by default
+(file-locked appends), or an RDB (PostgreSQL) to keep the studies in a database. Several
+machines are a Ray cluster's business (`--cluster ray`); workers on several hosts sharing an RDB
+queue still work through the leases below, but that is no longer the documented way.
+
+Each run of a comparison (or trial of a sweep) is a trial whose user attribute `run` names it:
 
 * **Claim**: a worker takes the lowest-numbered WAITING trial by setting it RUNNING; the
   storage lets exactly one worker win that transition (RDB: a row lock; journal: the order

@@ -1,6 +1,6 @@
 """A worker of a comparison or a sweep: take the next run from the queue, play it, record its
 result; repeat until no run is left. `bench compare` and `bench sweep` start `--workers` of
-them; the same command on other machines (same `--storage`, a shared `--out`) adds more.
+them on this machine (the local backend; on a Ray cluster `sweeps.ray_cluster` plays the runs).
 
     python -m sweeps.worker DIR [--cores 0,1]      # DIR: a comparison or a sweep directory
 

@@ -48,15 +48,20 @@ def fresh_tiny(tmp_path_factory):
 @pytest.fixture(scope="session")
 def ray_cluster(isolated_cache):
     """One simulated Ray cluster for the whole test run (`ray.cluster_utils.Cluster`): a head
-    with 1 CPU and no GPU (where drivers connect; no run lands there) and two nodes of 1 CPU and
-    2 logical GPUs each. Started only when a test asks for it (~6 s, ~3 GB of memory)."""
+    with 1 CPU, no GPU (where drivers connect; no run lands there) and the dashboard (its job
+    server), and two nodes of 1 CPU and 2 logical GPUs each. Started only when a test asks for
+    it (~10 s, ~3 GB of memory)."""
     from tests.requires import requires
 
     requires("ray")
     from ray.cluster_utils import Cluster
 
     small = {"num_cpus": 1, "object_store_memory": 80 * 2**20}
-    cluster = Cluster(initialize_head=True, head_node_args={**small, "num_gpus": 0})
+    from bench.engines.weight_wire import free_port
+
+    # the head serves the dashboard, whose job server `ray job submit` talks to
+    head = {**small, "num_gpus": 0, "include_dashboard": True, "dashboard_port": free_port()}
+    cluster = Cluster(initialize_head=True, head_node_args=head)
     for _ in range(2):
         cluster.add_node(**small, num_gpus=2)
     cluster.wait_for_nodes()

@@ -71,6 +71,20 @@ def test_runs_are_placed_by_the_gpus_they_ask_for(ray_cluster, base_checkpoint, 
     assert sorted(complete) == sorted(statuses)  # each run done exactly once
 
 
+def test_the_readme_recipe_ray_job_submit_runs_a_comparison(ray_cluster, base_checkpoint, tmp_path):
+    # `ray job submit -- bench compare ...`: the entrypoint runs on the head with RAY_ADDRESS set,
+    # which makes --cluster ray the default
+    out = tmp_path / "cmp"
+    cmd = compare_args(base_checkpoint, out, algos="grpo", seeds="1", budget=16)
+    ray_bin = str(Path(sys.executable).with_name("ray"))
+    dashboard = f"http://{ray_cluster.head_node.webui_url}"
+    done = _run([ray_bin, "job", "submit", "--address", dashboard, "--", *cmd, "--cpus-per-run", "0.5"])
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "on the ray cluster" in done.stdout, done.stdout[-3000:]
+    status = json.loads((out / "status" / "grpo-s0.json").read_text())
+    assert status["state"] == "finished" and "gpu" in status["where"], status
+
+
 def test_a_lost_node_is_survived_and_the_run_resumed(ray_cluster, base_checkpoint, tmp_path):
     out = tmp_path / "cmp"
     cmd = compare_args(base_checkpoint, out, algos="grpo", seeds="1", budget=400)
