@@ -1,23 +1,26 @@
 """`bench run --cluster ray`: one run's processes placed on a Ray cluster, the same parts as on
 one node (`bench.placement`) but on whichever nodes have room.
 
-* **One placement group per run**: bundle 0 is the learner (`learner_ranks` GPUs, 1 CPU), bundle
-  i the i-th rollout server (`rollout_tp` GPUs, 1 CPU), strategy PACK: Ray puts them on as few
-  nodes as it can and spreads them when one node cannot hold them all (no GPUs are asked on a
-  cluster without any). Placing waits at most `PLACE_TIMEOUT_S`.
+* **Placement groups**: the learner's, one bundle per learner node (`learner_ranks / N` GPUs and
+  1 CPU each; N = `--learner-nodes`, STRICT_SPREAD: N distinct nodes; one node: PACK), and the
+  servers', one bundle per rollout server (`rollout_tp` GPUs, 1 CPU), PACK: Ray puts them on as
+  few nodes as it can and spreads them when one node cannot hold them all (no GPUs are asked on
+  a cluster without any). Placing waits at most `PLACE_TIMEOUT_S`.
 * **Servers**: one Ray actor per server bundle starts it on its node listening on every
   interface (a CPU double server, or `vllm serve` where the node has real GPUs) and answers its
   URL with the node's address. Weights reach them as on one node (the http engine; the trainer
   tells a remote server an address of its own host for the transfer store).
-* **Learner**: a Ray actor in bundle 0 runs `torchrun --standalone --nproc-per-node R -m
-  bench.cli run ...` with the servers' URLs; this process waits for it. When the actor is lost
-  (its node died, or it was killed), a new one starts in the same bundle (Ray places a lost
+* **Learner**: one Ray actor per learner bundle runs torchrun of `bench run ...` with the
+  servers' URLs (`--standalone` on one node; several: `--nnodes N --node-rank i` with the first
+  actor's node as the rendezvous, so the ranks form one FSDP2 world across nodes); this process
+  waits for them. When any of them is lost (its node died, or it was killed), the others are
+  stopped (their peers are gone) and new ones start in the same bundles (Ray places a lost
   node's bundle again where resources allow) with `bench run --resume`, up to
   `MAX_LEARNER_RESTARTS` times; the run resumes from its last intact checkpoint and its
   events.jsonl records the resume. Servers stay up across learner restarts.
 
-Not built: learner ranks over several nodes (a learner is one node's ranks). Logical GPUs (a
-simulated cluster) are bookkeeping only: without an NVIDIA GPU the actors run on CPU.
+Logical GPUs (a simulated cluster) are bookkeeping only: without an NVIDIA GPU the actors run on
+CPU (gloo between the learner nodes).
 """
 
 from __future__ import annotations
@@ -45,10 +48,12 @@ BUSY_WAIT_S = 120.0
 """How long a new learner waits for a lost one's ranks to release the run directory."""
 
 
-def learner_actor_name(out: Path) -> str:
-    """The Ray name of the learner actor of the run in `out` (namespace `NAMESPACE`): how a
-    user or a test finds it (`ray.get_actor(name, namespace="bench")`)."""
-    return "bench-learner-" + hashlib.sha1(str(Path(out).resolve()).encode()).hexdigest()[:12]
+def learner_actor_name(out: Path, node_rank: int = 0) -> str:
+    """The Ray name of the learner actor of learner node `node_rank` of the run in `out`
+    (namespace `NAMESPACE`): how a user or a test finds it (`ray.get_actor(name,
+    namespace="bench")`)."""
+    digest = hashlib.sha1(str(Path(out).resolve()).encode()).hexdigest()[:12]
+    return f"bench-learner-{digest}-{node_rank}"
 
 
 def _real_gpus() -> bool:
@@ -98,6 +103,14 @@ class LearnerActor:
 
         return ray.get_runtime_context().get_node_id()
 
+    def rendezvous(self) -> tuple[str, int]:
+        """(this node's address, a port free on it): where the learner nodes' torchrun meet."""
+        import ray
+
+        from bench.engines.weight_wire import free_port
+
+        return ray.util.get_node_ip_address(), free_port()
+
     def train(self, cmd: list[str], out: str) -> int:
         """Run `cmd` (torchrun of `bench run` for the run in `out`) to its end; its exit code.
         A run directory still held by a lost attempt's ranks (they checkpoint on SIGTERM, then
@@ -117,70 +130,138 @@ def _bundle(cpus: float, gpus: int) -> dict[str, float]:
     return {"CPU": cpus, **({"GPU": float(gpus)} if gpus else {})}
 
 
-def place_on_ray(ray: Any, argv: list[str], config: Any, out: Path, fresh: bool, has_gpus: bool) -> int:
-    """Place the run of `config` in `out` on the connected cluster (module docstring): `argv`
-    is the user's `bench run` command line (without `--cluster`), `fresh` whether it starts a
-    new run (else it resumes `out`); the learner's exit code."""
+def _placement_group(ray: Any, bundles: list[dict], strategy: str, what: str) -> Any:
+    """A placement group of `bundles`, once the cluster holds it (a UsageError after
+    `PLACE_TIMEOUT_S`)."""
     from ray.util.placement_group import placement_group, remove_placement_group
+
+    group = placement_group(bundles, strategy=strategy)
+    ready, _ = ray.wait([group.ready()], timeout=PLACE_TIMEOUT_S)
+    if not ready:
+        remove_placement_group(group)
+        raise UsageError(f"the Ray cluster did not hold {what} within {PLACE_TIMEOUT_S:.0f} s")
+    return group
+
+
+def _in_bundle(group: Any, i: int, gpus: int) -> dict[str, Any]:
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    strategy = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i)
+    return {"scheduling_strategy": strategy, "num_cpus": 1, "num_gpus": gpus}
+
+
+def check_learner_nodes(ranks: int, nodes: int) -> None:
+    """`learner_nodes` must split `learner_ranks` evenly (a UsageError, one line)."""
+    if nodes < 1 or ranks % nodes:
+        raise UsageError(
+            f"--learner-nodes {nodes}: learner_ranks={ranks} must split evenly over the nodes (ranks per node "
+            "= learner_ranks / learner nodes)"
+        )
+
+
+def place_on_ray(
+    ray: Any, argv: list[str], config: Any, out: Path, fresh: bool, has_gpus: bool, learner_nodes: int = 1
+) -> int:
+    """Place the run of `config` in `out` on the connected cluster (module docstring): `argv`
+    is the user's `bench run` command line, `fresh` whether it starts a new run (else it
+    resumes `out`), `learner_nodes` the nodes its learner ranks spread over; the learners' exit
+    code (the first non-zero one)."""
+    from ray.util.placement_group import remove_placement_group
 
     from bench.placement import server_model
 
     ranks, servers, tp = config.learner_ranks, config.rollout_servers, config.rollout_tp
-    learner_gpus, server_gpus = (ranks, tp) if has_gpus else (0, 0)
-    group = placement_group([_bundle(1, learner_gpus)] + [_bundle(1, server_gpus)] * servers, strategy="PACK")
-    ready, _ = ray.wait([group.ready()], timeout=PLACE_TIMEOUT_S)
-    if not ready:
-        remove_placement_group(group)
-        raise UsageError(
-            f"the Ray cluster did not hold this run's placement ({ranks} learner rank(s), {servers} server(s) x "
-            f"{tp} GPU) within {PLACE_TIMEOUT_S:.0f} s"
+    check_learner_nodes(ranks, learner_nodes)
+    per_node = ranks // learner_nodes
+    learner_gpus, server_gpus = (per_node, tp) if has_gpus else (0, 0)
+    strategy = "STRICT_SPREAD" if learner_nodes > 1 else "PACK"
+    groups = [
+        _placement_group(
+            ray,
+            [_bundle(1, learner_gpus)] * learner_nodes,
+            strategy,
+            f"{learner_nodes} learner node(s) of {per_node} rank(s)",
         )
-
-    def in_bundle(i: int, gpus: int) -> dict[str, Any]:
-        strategy = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i)
-        return {"scheduling_strategy": strategy, "num_cpus": 1, "num_gpus": gpus}
-
+    ]
     actors: list[Any] = []
     try:
-        server_cls = ray.remote(ServerActor)
-        for i in range(servers):
-            actors.append(server_cls.options(**in_bundle(i + 1, server_gpus)).remote())
-        started = ray.get([a.start.remote(server_model(config), config.engine_slots, tp) for a in actors])
-        urls = ",".join(url for url, _ in started)
+        started: list[tuple[str, str]] = []
+        if servers:
+            groups.append(
+                _placement_group(ray, [_bundle(1, server_gpus)] * servers, "PACK", f"{servers} server(s)")
+            )
+            server_cls = ray.remote(ServerActor)
+            actors = [
+                server_cls.options(**_in_bundle(groups[1], i, server_gpus)).remote() for i in range(servers)
+            ]
+            started = ray.get([a.start.remote(server_model(config), config.engine_slots, tp) for a in actors])
         first = [*argv, *(["--out", str(out)] if fresh else []), "--no-progress"]
-        return _train(ray, in_bundle(0, learner_gpus), first, out, urls, ranks, [node for _, node in started])
+        learners = [_in_bundle(groups[0], i, learner_gpus) for i in range(learner_nodes)]
+        return _train(ray, learners, first, out, started, per_node)
     finally:
         for actor in actors:
             try:
                 ray.get(actor.stop.remote(), timeout=60)
             except Exception:  # already gone with its node: nothing left to stop
                 pass
-        remove_placement_group(group)
+        for group in groups:
+            remove_placement_group(group)
+
+
+def _torchrun(per_node: int, nodes: int, rank: int, master: tuple[str, int]) -> list[str]:
+    """torchrun's arguments for node `rank` of `nodes` (one node: standalone)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(per_node)]
+    if nodes == 1:
+        return cmd + ["--standalone"]
+    address, port = master
+    return cmd + [
+        "--nnodes",
+        str(nodes),
+        "--node-rank",
+        str(rank),
+        "--master-addr",
+        address,
+        "--master-port",
+        str(port),
+    ]
 
 
 def _train(
-    ray: Any, options: dict, argv: list[str], out: Path, urls: str, ranks: int, server_nodes: list
+    ray: Any, learners: list[dict], argv: list[str], out: Path, servers: list[tuple[str, str]], per_node: int
 ) -> int:
-    """Run the learner actor, and a resuming one after each loss (module docstring)."""
+    """Run the learner actors (one per learner node), and resuming ones after each loss of any
+    of them (module docstring)."""
     learner_cls = ray.remote(LearnerActor)
+    urls = ",".join(url for url, _ in servers)
+    nodes = len(learners)
     for attempt in range(MAX_LEARNER_RESTARTS + 1):
         if attempt and (out / "config.json").exists():
             argv = ["run", "--resume", str(out), "--no-progress"]
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks)]
-        cmd += ["-m", "bench.cli", *argv, *(["--set", f"rollout_urls={urls}"] if urls else [])]
-        actor = learner_cls.options(**options, name=learner_actor_name(out), namespace=NAMESPACE).remote()
+        bench_args = ["-m", "bench.cli", *argv, *(["--set", f"rollout_urls={urls}"] if urls else [])]
+        actors = [
+            learner_cls.options(**options, name=learner_actor_name(out, i), namespace=NAMESPACE).remote()
+            for i, options in enumerate(learners)
+        ]
         try:
-            node = ray.get(actor.node.remote())
-            where = f"learner ({ranks} rank(s)) on node {node[:8]}" + "".join(
-                f"; server {url} on node {n[:8]}" for url, n in zip(urls.split(","), server_nodes) if url
+            master = ray.get(actors[0].rendezvous.remote())
+            placed = ray.get([a.node.remote() for a in actors])
+            where = f"learner ({nodes} node(s) x {per_node} rank(s)) on node(s) " + ",".join(
+                n[:8] for n in placed
             )
+            where += "".join(f"; server {url} on node {n[:8]}" for url, n in servers)
             print(f"bench: placed on ray: {where}", file=sys.stderr, flush=True)
-            return ray.get(actor.train.remote(cmd, str(out)))
+            runs = [
+                a.train.remote(_torchrun(per_node, nodes, i, master) + bench_args, str(out))
+                for i, a in enumerate(actors)
+            ]
+            codes = ray.get(runs)
+            return next((c for c in codes if c), 0)
         except ray.exceptions.RayActorError as exc:
+            for actor in actors:  # one node lost: its peers cannot go on; all start again
+                ray.kill(actor)
             reason = (str(exc).strip().splitlines() or ["lost"])[0][:200]
             print(
-                f"bench: the learner was lost ({reason}); resuming from its last checkpoint "
+                f"bench: a learner was lost ({reason}); resuming from its last checkpoint "
                 f"(restart {attempt + 1} of {MAX_LEARNER_RESTARTS})",
                 file=sys.stderr,
                 flush=True,

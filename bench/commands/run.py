@@ -68,6 +68,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="",
         help="with --cluster ray: the head's HOST:PORT (default: RAY_ADDRESS, else a cluster started here)",
     )
+    p.add_argument(
+        "--learner-nodes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --cluster ray: spread the learner ranks over N nodes, learner_ranks / N on each (default 1)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
     p.add_argument(
         "--json",
@@ -108,7 +115,7 @@ def _placed_resume(args: argparse.Namespace) -> Any:
 def _run_on_ray(args: argparse.Namespace) -> int:
     """`bench run --cluster ray` (`bench.ray_placement`): every part checked to fit on a node of
     the cluster (one line, exit 2) before anything is placed."""
-    from bench.ray_placement import place_on_ray
+    from bench.ray_placement import check_learner_nodes, place_on_ray
     from bench.train.start import check_out_dir, default_run_dir
     from sweeps.ray_cluster import Asks, RayCluster
 
@@ -116,15 +123,17 @@ def _run_on_ray(args: argparse.Namespace) -> int:
         raise UsageError("--resume continues the run in its own directory; drop --out")
     config = _placed_resume(args) if args.resume else parts_from_args(args).config
     out = Path(args.resume) if args.resume else check_out_dir(args.out or default_run_dir(config))
+    check_learner_nodes(config.learner_ranks, args.learner_nodes)
     cluster = RayCluster.connect(args.ray_address, log_to_driver=True)
     gpus = cluster.has_gpus()
-    learner = Asks(1, config.learner_ranks if gpus else 0)
+    learner = Asks(1, config.learner_ranks // args.learner_nodes if gpus else 0)
     server = Asks(1, config.rollout_tp if gpus else 0)
     cluster.check_fits(
         {"the learner": learner, **({"a rollout server": server} if config.rollout_servers else {})}
     )
     print(cluster.describe(), file=sys.stderr, flush=True)
-    return place_on_ray(cluster.ray, args.argv, config, out, fresh=not args.resume, has_gpus=gpus)
+    fresh = not args.resume
+    return place_on_ray(cluster.ray, args.argv, config, out, fresh, gpus, args.learner_nodes)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -143,6 +152,10 @@ def run(args: argparse.Namespace) -> int:
     load_plugins(args)
     if args.cluster == "ray" and not is_launched():  # a launched rank trains; its placer chose the nodes
         return _run_on_ray(args)
+    if args.learner_nodes != 1 and not is_launched():
+        raise UsageError(
+            "--learner-nodes places learner ranks on several nodes of a Ray cluster; add --cluster ray"
+        )
     if args.resume:
         if args.out:
             raise UsageError("--resume continues the run in its own directory; drop --out")

@@ -229,10 +229,52 @@ def test_one_run_placed_across_nodes_resumes_after_its_learner_is_killed(
 
     placed = [line for line in err.splitlines() if line.startswith("bench: placed on ray:")]
     assert len(placed) == 2, err[-3000:]  # the first learner and the one that resumed
-    learner_node = placed[0].split("learner (2 rank(s)) on node ")[1].split(";")[0]
+    learner_node = placed[0].split("learner (1 node(s) x 2 rank(s)) on node(s) ")[1].split(";")[0]
     server_node = placed[0].split(" on node ")[-1]
     assert learner_node != server_node, placed[0]
-    assert "the learner was lost" in err
+    assert "a learner was lost" in err
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events].count("resume") == 1, events
+    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(set(steps)) and steps[-1] == 30, steps
+
+
+def test_learner_ranks_over_two_nodes_form_one_world_and_resume_together(
+    ray_cluster, base_checkpoint, tmp_path
+):
+    # two learner nodes of one rank each (gloo between them); the second node's actor killed
+    # mid-run: both start again and the run resumes once
+    import ray
+
+    from bench.ray_placement import NAMESPACE, learner_actor_name
+    from tests.integration.test_cli_run import _common
+
+    out = tmp_path / "two-nodes"
+    cmd = [sys.executable, "-m", "bench.cli", "run", "--algo", "grpo", "--steps", "30", "--out", str(out)]
+    cmd += [*_common(base_checkpoint), "--set", "learner_ranks=2", "--learner-nodes", "2"]
+    cmd += ["--set", "trajectories_per_step=16", "--set", "algo.group_size=4", "--set", "checkpoint_every=1"]
+    cmd += ["--cluster", "ray", "--ray-address", ray_cluster.address]
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not list((out / "checkpoints").glob("step_*")):
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        time.sleep(0.5)
+    ray.init(address=ray_cluster.address, namespace=NAMESPACE, logging_level="WARNING")
+    try:
+        ray.kill(ray.get_actor(learner_actor_name(out, 1), namespace=NAMESPACE))
+    finally:
+        ray.shutdown()
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+
+    placed = [line for line in err.splitlines() if line.startswith("bench: placed on ray:")]
+    assert len(placed) == 2, err[-3000:]
+    nodes = placed[0].split("learner (2 node(s) x 1 rank(s)) on node(s) ")[1].split(",")
+    assert len(set(nodes)) == 2, placed[0]  # one rank on each of two nodes
+    config = json.loads((out / "config.json").read_text())
+    assert config["world_size"] == 2
     events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events].count("resume") == 1, events
     steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
