@@ -187,6 +187,10 @@ def test_bad_cluster_input_is_one_line_before_anything_is_queued(ray_cluster, ba
     too_big = _run([*run, "--engine", "http", "--set", "rollout_servers=1", "--set", "rollout_tp=4"])
     assert too_big.returncode == 2 and "a rollout server asks one node for 1 CPU, 4 GPU" in too_big.stderr
     assert too_big.stderr.strip().count("\n") == 0 and not (tmp_path / "run").exists()
+    uneven = _run([*run, "--set", "learner_ranks=4", "--learner-nodes", "3"])
+    assert uneven.returncode == 2 and "must split evenly over the nodes" in uneven.stderr
+    local = _run([*run[: run.index("--cluster")], "--learner-nodes", "2"])
+    assert local.returncode == 2 and "add --cluster ray" in local.stderr
 
 
 def test_one_run_placed_across_nodes_resumes_after_its_learner_is_killed(
