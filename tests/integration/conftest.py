@@ -45,12 +45,14 @@ def fresh_tiny(tmp_path_factory):
     return out
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster(isolated_cache):
-    """One simulated Ray cluster for the whole test run (`ray.cluster_utils.Cluster`): a head
+    """One simulated Ray cluster (`ray.cluster_utils.Cluster`) for all the Ray tests: a head
     with 1 CPU, no GPU (where drivers connect; no run lands there) and the dashboard (its job
     server), and two nodes of 1 CPU and 2 logical GPUs each. Started only when a test asks for
-    it (~10 s, ~3 GB of memory)."""
+    it (~10 s, ~3 GB of memory). Module scope (the Ray tests are one module) stops it after
+    them: left running, its idle processes loaded the rest of a 2-core run enough that a
+    sandbox test's 1 s CPU limit lost to its 4 s wall limit."""
     from tests.requires import requires
 
     requires("ray")
