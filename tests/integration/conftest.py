@@ -51,8 +51,8 @@ def ray_cluster(isolated_cache):
     with 1 CPU, no GPU (where drivers connect; no run lands there) and the dashboard (its job
     server), and two nodes of 1 CPU and 2 logical GPUs each. Started only when a test asks for
     it (~10 s, ~3 GB of memory). Module scope (the Ray tests are one module) stops it after
-    them: left running, its idle processes loaded the rest of a 2-core run enough that a
-    sandbox test's 1 s CPU limit lost to its 4 s wall limit."""
+    them, so its idle processes (~10% of a core together, seen in a CI rehearsal) do not run
+    beside the rest of the suite, whose sandbox tests race CPU limits against wall limits."""
     from tests.requires import requires
 
     requires("ray")
