@@ -108,6 +108,11 @@ def visible_gpus() -> list[str]:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         return [g.strip() for g in visible.split(",") if g.strip()]
+    return listed_gpus()
+
+
+def listed_gpus() -> list[str]:
+    """The indices of the GPUs the NVIDIA driver lists (`nvidia-smi -L`); none without a driver."""
     try:
         listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):

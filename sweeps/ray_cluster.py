@@ -38,15 +38,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sweeps.errors import ExperimentError
+from sweeps.launch import listed_gpus
 from sweeps.queue import Claim
 from sweeps.scheduler import gpus_asked
 
@@ -155,9 +154,11 @@ class RayCluster:
         """Whether any node declares GPUs (without, runs ask for none)."""
         return any(n["GPU"] > 0 for n in self.nodes())
 
-    def asks(self, layers: list[dict[str, Any]], cpus_per_run: float) -> Asks:
-        """What the run of `layers` asks for on this cluster."""
-        return Asks(cpus_per_run, gpus_asked(layers) if self.has_gpus() else 0)
+    def asks(self, layers: list[dict[str, Any]], cpus_per_run: float, has_gpus: bool | None = None) -> Asks:
+        """What the run of `layers` asks for on this cluster (`has_gpus`: known already, else
+        asked of the cluster)."""
+        gpus = self.has_gpus() if has_gpus is None else has_gpus
+        return Asks(cpus_per_run, gpus_asked(layers) if gpus else 0)
 
     def check_fits(self, asks: dict[str, Asks]) -> None:
         """Every run (label -> its asks) fits on one live node; else a one-line ExperimentError,
@@ -195,12 +196,13 @@ class RayCluster:
         experiment = open_experiment(out, None)
         live = LiveView(out) if view else None
         remote = self.ray.remote(play_on_node)
+        gpus = self.has_gpus()  # once: not a query of every node per claimed run
         in_flight: dict[Any, tuple[Any, Claim, Any]] = {}
         lost = 0
         while True:
             for queue in experiment.queues:
                 while (claim := queue.claim()) is not None:
-                    ask = self.asks(experiment.run_layers(queue, claim), cpus_per_run)
+                    ask = self.asks(experiment.run_layers(queue, claim), cpus_per_run, gpus)
                     experiment.mark_queued(queue, claim, str(ask))
                     options = {"num_cpus": ask.cpus, "num_gpus": ask.gpus, "max_retries": MAX_RETRIES}
                     ref = remote.options(**options, name=f"bench-{claim.run}").remote(
@@ -237,22 +239,11 @@ def one_line(exc: BaseException) -> str:
     return (lines[-1] if lines else type(exc).__name__)[:300]
 
 
-def has_nvidia_gpu() -> bool:
-    """Whether this node has an NVIDIA driver that lists a GPU."""
-    if shutil.which("nvidia-smi") is None:
-        return False
-    try:
-        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return listed.returncode == 0 and "GPU " in listed.stdout
-
-
 @contextlib.contextmanager
 def _cpu_only_if_logical():
     """Without a real GPU, drop Ray's CUDA_VISIBLE_DEVICES for the run (module docstring)."""
     saved = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if saved is not None and not has_nvidia_gpu():
+    if saved is not None and not listed_gpus():
         del os.environ["CUDA_VISIBLE_DEVICES"]
     try:
         yield

@@ -43,6 +43,55 @@ def _gpus(where: str) -> tuple[str, list[str]]:
     return node, (words[words.index("gpu") + 1].split(",") if "gpu" in words else [])
 
 
+def _until_a_checkpoint(proc: subprocess.Popen, run_dir: Path, output=None) -> None:
+    """Wait (300 s at most) for the run's first checkpoint while `proc` lives (its `output`
+    stream, if any, quoted when it dies first)."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not list((run_dir / "checkpoints").glob("step_*")):
+        assert proc.poll() is None, output.read()[-3000:] if output is not None else proc.returncode
+        time.sleep(0.5)
+
+
+def _steps(run_dir: Path) -> list[int]:
+    return [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def _assert_resumed_once_to(run_dir: Path, last_step: int) -> None:
+    """One resume in events.jsonl, and every step up to `last_step` trained once."""
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events].count("resume") == 1, events
+    steps = _steps(run_dir)
+    assert steps == sorted(set(steps)) and steps[-1] == last_step, steps  # no step lost or trained twice
+
+
+def _placed_run_with_a_learner_killed(
+    cluster, base: Path, out: Path, placement: list[str], node_rank: int
+) -> str:
+    """`bench run --cluster ray` of 30 GRPO steps with `placement`; the learner actor of
+    `node_rank` killed after the first checkpoint; the placing process's stderr once it ended."""
+    import ray
+
+    from bench.ray_placement import NAMESPACE, learner_actor_name
+    from tests.integration.test_cli_run import _common
+
+    cmd = [sys.executable, "-m", "bench.cli", "run", "--algo", "grpo", "--steps", "30", "--out", str(out)]
+    cmd += [*_common(base), *placement]
+    cmd += ["--set", "trajectories_per_step=16", "--set", "algo.group_size=4", "--set", "checkpoint_every=1"]
+    cmd += ["--cluster", "ray", "--ray-address", cluster.address]
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    _until_a_checkpoint(proc, out, proc.stderr)
+    ray.init(address=cluster.address, namespace=NAMESPACE, logging_level="WARNING")
+    try:
+        ray.kill(ray.get_actor(learner_actor_name(out, node_rank), namespace=NAMESPACE))
+    finally:
+        ray.shutdown()
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    return err
+
+
 def test_runs_are_placed_by_the_gpus_they_ask_for(ray_cluster, base_checkpoint, tmp_path):
     arms = tmp_path / "arms.toml"
     arms.write_text(
@@ -97,10 +146,7 @@ def test_a_lost_node_is_survived_and_the_run_resumed(ray_cluster, base_checkpoin
         text=True,
     )
     run_dir, status_file = out / "runs" / "grpo-s0", out / "status" / "grpo-s0.json"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not list((run_dir / "checkpoints").glob("step_*")):
-        assert proc.poll() is None, proc.stdout.read()[-3000:]
-        time.sleep(0.5)
+    _until_a_checkpoint(proc, run_dir, proc.stdout)
     where = json.loads(status_file.read_text())["where"]
     node_prefix, _ = _gpus(where)
     lost = next(n for n in ray_cluster.worker_nodes if n.node_id.startswith(node_prefix))
@@ -115,10 +161,7 @@ def test_a_lost_node_is_survived_and_the_run_resumed(ray_cluster, base_checkpoin
     status = json.loads(status_file.read_text())
     assert status["state"] == "finished" and status["attempts"] == 2, status
     assert _gpus(status["where"])[0] != node_prefix  # finished elsewhere
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    assert [e["event"] for e in events].count("resume") == 1, events
-    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert steps == sorted(set(steps)) and steps[-1] == 50, steps  # no step lost or trained twice
+    _assert_resumed_once_to(run_dir, 50)
     trials = [t for t in _trials(out) if t.user_attrs.get("run") == "grpo-s0"]
     assert [t.state.name for t in trials] == ["COMPLETE"], trials
     assert replacement is not None
@@ -131,17 +174,14 @@ def test_a_killed_driver_is_resumed_by_the_same_command(ray_cluster, base_checkp
     cmd = _on_cluster(ray_cluster, compare_args(base_checkpoint, out, algos="grpo", seeds="1", budget=400))
     driver = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run_dir = out / "runs" / "grpo-s0"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not list((run_dir / "checkpoints").glob("step_*")):
-        assert driver.poll() is None
-        time.sleep(0.5)
+    _until_a_checkpoint(driver, run_dir)
     driver.send_signal(signal.SIGKILL)
     driver.wait()
     done = _run(cmd)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     status = json.loads((out / "status" / "grpo-s0.json").read_text())
     assert status["state"] == "finished" and status["attempts"] == 2, status
-    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = _steps(run_dir)
     assert steps == sorted(set(steps)) and steps[-1] == 50, steps
     trials = [t for t in _trials(out) if t.user_attrs.get("run") == "grpo-s0"]
     assert [t.state.name for t in trials] == ["FAIL", "COMPLETE"], (
@@ -198,38 +238,9 @@ def test_one_run_placed_across_nodes_resumes_after_its_learner_is_killed(
 ):
     # two learner ranks (2 GPUs) and one server (1 GPU) cannot share a 2-GPU node: PACK spreads
     # them over both; the learner actor killed mid-run is replaced by one that resumes the run
-    import ray
-
-    from bench.ray_placement import NAMESPACE, learner_actor_name
-    from tests.integration.test_cli_run import _common
-
     out = tmp_path / "placed"
-    cmd = [sys.executable, "-m", "bench.cli", "run", "--algo", "grpo", "--steps", "30", "--out", str(out)]
-    cmd += [
-        *_common(base_checkpoint),
-        "--engine",
-        "http",
-        "--set",
-        "rollout_servers=1",
-        "--set",
-        "learner_ranks=2",
-    ]
-    cmd += ["--set", "trajectories_per_step=16", "--set", "algo.group_size=4", "--set", "checkpoint_every=1"]
-    cmd += ["--cluster", "ray", "--ray-address", ray_cluster.address]
-    proc = subprocess.Popen(
-        cmd, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not list((out / "checkpoints").glob("step_*")):
-        assert proc.poll() is None, proc.stderr.read()[-3000:]
-        time.sleep(0.5)
-    ray.init(address=ray_cluster.address, namespace=NAMESPACE, logging_level="WARNING")
-    try:
-        ray.kill(ray.get_actor(learner_actor_name(out), namespace=NAMESPACE))
-    finally:
-        ray.shutdown()
-    _, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err[-3000:]
+    placement = ["--engine", "http", "--set", "rollout_servers=1", "--set", "learner_ranks=2"]
+    err = _placed_run_with_a_learner_killed(ray_cluster, base_checkpoint, out, placement, 0)
 
     placed = [line for line in err.splitlines() if line.startswith("bench: placed on ray:")]
     assert len(placed) == 2, err[-3000:]  # the first learner and the one that resumed
@@ -237,10 +248,7 @@ def test_one_run_placed_across_nodes_resumes_after_its_learner_is_killed(
     server_node = placed[0].split(" on node ")[-1]
     assert learner_node != server_node, placed[0]
     assert "a learner was lost" in err
-    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
-    assert [e["event"] for e in events].count("resume") == 1, events
-    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert steps == sorted(set(steps)) and steps[-1] == 30, steps
+    _assert_resumed_once_to(out, 30)
 
 
 def test_learner_ranks_over_two_nodes_form_one_world_and_resume_together(
@@ -248,30 +256,9 @@ def test_learner_ranks_over_two_nodes_form_one_world_and_resume_together(
 ):
     # two learner nodes of one rank each (gloo between them); the second node's actor killed
     # mid-run: both start again and the run resumes once
-    import ray
-
-    from bench.ray_placement import NAMESPACE, learner_actor_name
-    from tests.integration.test_cli_run import _common
-
     out = tmp_path / "two-nodes"
-    cmd = [sys.executable, "-m", "bench.cli", "run", "--algo", "grpo", "--steps", "30", "--out", str(out)]
-    cmd += [*_common(base_checkpoint), "--set", "learner_ranks=2", "--learner-nodes", "2"]
-    cmd += ["--set", "trajectories_per_step=16", "--set", "algo.group_size=4", "--set", "checkpoint_every=1"]
-    cmd += ["--cluster", "ray", "--ray-address", ray_cluster.address]
-    proc = subprocess.Popen(
-        cmd, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not list((out / "checkpoints").glob("step_*")):
-        assert proc.poll() is None, proc.stderr.read()[-3000:]
-        time.sleep(0.5)
-    ray.init(address=ray_cluster.address, namespace=NAMESPACE, logging_level="WARNING")
-    try:
-        ray.kill(ray.get_actor(learner_actor_name(out, 1), namespace=NAMESPACE))
-    finally:
-        ray.shutdown()
-    _, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err[-3000:]
+    placement = ["--set", "learner_ranks=2", "--learner-nodes", "2"]
+    err = _placed_run_with_a_learner_killed(ray_cluster, base_checkpoint, out, placement, 1)
 
     placed = [line for line in err.splitlines() if line.startswith("bench: placed on ray:")]
     assert len(placed) == 2, err[-3000:]
@@ -279,7 +266,4 @@ def test_learner_ranks_over_two_nodes_form_one_world_and_resume_together(
     assert len(set(nodes)) == 2, placed[0]  # one rank on each of two nodes
     config = json.loads((out / "config.json").read_text())
     assert config["world_size"] == 2
-    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
-    assert [e["event"] for e in events].count("resume") == 1, events
-    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert steps == sorted(set(steps)) and steps[-1] == 30, steps
+    _assert_resumed_once_to(out, 30)
