@@ -20,7 +20,7 @@ from typing import Any
 from results.experiments import STATUS_DIR, RunState, read_status
 from results.files import read_json, write_json_atomic
 from sweeps.comparison import ComparisonSpec
-from sweeps.queue import LEASE_S, Claim, RunQueue, open_storage
+from sweeps.queue import Claim, RunQueue, open_storage
 from sweeps.runs import evaluate_checkpoint, train_or_resume
 from sweeps.spec import load_spec
 
@@ -35,7 +35,7 @@ class ComparisonRuns:
         self.where = ""  # the node and GPUs its runs execute on, when a cluster placed them (status `where`)
         self.spec, data = load_spec(out, ComparisonSpec)
         storage = open_storage(data.get("storage") or "", out / "study.journal")
-        self.queues = [RunQueue(storage, data["study"], lease_s=float(data.get("lease_s", LEASE_S)))]
+        self.queues = [RunQueue(storage, data["study"])]
 
     def play(self, queue: RunQueue, claim: Claim) -> dict[str, Any]:
         """Train and evaluate the claimed run; its status record (also written to status/)."""

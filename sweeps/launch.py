@@ -28,7 +28,6 @@ from pathlib import Path
 from algorithms.fields import doc
 from sweeps.errors import ExperimentError
 from sweeps.launcher import without_launcher_variables
-from sweeps.queue import LEASE_S
 
 DEFAULT_WORKERS = 2
 """Runs side by side on one machine; each gets its share of the cores (module docstring)."""
@@ -81,12 +80,6 @@ class LaunchOptions:
         flag="--cpus-per-run",
         metavar="N",
         default=1.0,
-    )
-    lease_seconds: float = doc(
-        "how long a silent worker keeps its run before others take it over",
-        flag="--lease-seconds",
-        metavar="S",
-        default=LEASE_S,
     )
 
 

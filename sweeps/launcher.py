@@ -3,7 +3,7 @@ to their runs.
 
 Started by `torchrun` or `accelerate launch`, `bench compare` would be N comparisons at once
 whose runs inherit WORLD_SIZE and RANK and wait forever at a rendezvous that never completes,
-while their leases keep renewing. A comparison starts its runs itself, each an ordinary `bench
+while their workers stay alive holding them. A comparison starts its runs itself, each an ordinary `bench
 run` process; the run that wants several learner ranks starts them (`bench run` under torchrun
 today, from its own config with the launch-placement work of the GPU issue).
 """

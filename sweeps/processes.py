@@ -23,7 +23,7 @@ def _child_setup(cores: list[int] | None):
     def setup() -> None:
         try:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        except (OSError, AttributeError):  # not Linux: the lease still protects the run
+        except (OSError, AttributeError):  # not Linux: the run directory's lock still guards the run
             pass
         if cores:
             os.sched_setaffinity(0, cores)

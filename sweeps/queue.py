@@ -3,22 +3,26 @@ scheduler backends (`sweeps.scheduler`): the local workers of one machine, or th
 Ray cluster. Each run is done exactly once, and a dead holder's run is taken over.
 
 Why Optuna: sweeps need a study in an Optuna storage anyway: a journal file by default
-(file-locked appends), or an RDB (PostgreSQL) to keep the studies in a database. Several
-machines are a Ray cluster's business (`--cluster ray`); workers on several hosts sharing an RDB
-queue still work through the leases below, but that is no longer the documented way.
+(file-locked appends), or an RDB (PostgreSQL) to keep the studies in a database. The storage
+is the study's home, not a scheduler between machines: several machines are a Ray cluster's
+business (`--cluster ray`).
 
 Each run of a comparison (or trial of a sweep) is a trial whose user attribute `run` names it:
 
 * **Claim**: a worker takes the lowest-numbered WAITING trial by setting it RUNNING; the
   storage lets exactly one worker win that transition (RDB: a row lock; journal: the order
-  of the log).
-* **Lease**: the claiming worker renews `lease_until` (a trial system attribute) every
-  `lease_s / 3` seconds (a trial claimed so recently that its first lease is not written yet
-  counts from its start). A RUNNING trial whose lease has run out, or whose worker is a
-  process of this host that no longer exists, is *stale*: the next worker marks it FAIL
-  ("lease expired") and enqueues a new trial for the same run, which resumes the run from its
-  last checkpoint. Leases compare wall clocks of different machines: keep them in sync (NTP);
-  the default lease, 90 s, tolerates seconds of skew.
+  of the log). The winner records itself as the trial's holder (`worker_id`: host, boot,
+  pid and the process's start time, so a reused pid is not mistaken for it).
+* **Takeover**: a RUNNING trial whose holder is gone is *stale*: the next worker marks it FAIL
+  ("holder gone") and enqueues a new trial for the same run, which resumes the run from its
+  last checkpoint. Whether a holder is gone is asked of the backend (`RunQueue.holder_gone`):
+  on this machine, whether its process still exists (`is_dead_here`; a holder of an earlier
+  boot is gone); on a Ray cluster, the same question asked on the holder's node
+  (`sweeps.ray_cluster.RayCluster.holder_gone`). No lease, no clock shared between machines:
+  a holder is gone when its process is, at once. The local backend cannot see another
+  machine's processes: a queue held there is refused (`foreign_holds`), not guessed at. A
+  trial set RUNNING whose holder was never recorded (its claimer died in between) is stale
+  after `UNRECORDED_HOLDER_S`.
 * **Exactly once**: several workers may take over the same stale trial at once (the journal
   lets each one believe it succeeded) or enqueue the same run twice; a claimed trial whose run
   already has a lower-numbered trial RUNNING or COMPLETE is a duplicate, failed at once
@@ -33,16 +37,21 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sweeps.errors import ExperimentError
 
-LEASE_S = 90.0
-"""Default lease of a claimed run (seconds without a renewal before others take it over)."""
+UNRECORDED_HOLDER_S = 60.0
+"""How long a RUNNING trial without a recorded holder counts as just claimed (its claimer sets
+the state, then writes its name: a death in between leaves no name to ask about)."""
+HOLDER_GONE = "holder gone"
+"""The `fail_reason` of a taken-over trial (studies written before the leases were retired say
+"lease expired")."""
+TAKEOVER_REASONS = (HOLDER_GONE, "lease expired")
 
 
 class QueueError(ExperimentError):
@@ -103,11 +112,24 @@ def _start_time(pid: int) -> str:
         return "?"
 
 
+def holder_host(worker: str) -> str:
+    """The host name of a `worker_id`."""
+    return worker.split(":")[0]
+
+
+def is_here(worker: str) -> bool:
+    """Whether `worker` (a `worker_id`) was a process of this host."""
+    return holder_host(worker) == socket.gethostname()
+
+
 def is_dead_here(worker: str) -> bool:
-    """Whether `worker` (a `worker_id`) is a process of this host that no longer exists."""
+    """Whether `worker`, a process of this host, no longer exists (one of an earlier boot does not;
+    another host's worker: False, this host cannot tell)."""
     host, boot, pid, start = (worker.split(":") + ["", "", "", ""])[:4]
-    if host != socket.gethostname() or boot != _boot_id() or not pid.isdigit():
-        return False  # another machine's (or another boot's) worker: only its lease can tell
+    if host != socket.gethostname():
+        return False
+    if boot != _boot_id() or not pid.isdigit():
+        return True  # the machine rebooted since (or the name is not one of ours): no such process
     return _start_time(int(pid)) != start
 
 
@@ -127,7 +149,6 @@ class RunQueue:
         self,
         storage: Any,
         study_name: str,
-        lease_s: float = LEASE_S,
         direction: str = "maximize",
         sampler: Any = None,
         pruner: Any = None,
@@ -136,7 +157,7 @@ class RunQueue:
 
         # the storage Optuna's own objects use (an RDB storage wrapped in its cache): a Trial built
         # on a trial this queue claimed must find it there
-        self.storage, self.lease_s = optuna.storages.get_storage(storage), lease_s
+        self.storage = optuna.storages.get_storage(storage)
         self.study = optuna.create_study(
             storage=self.storage,
             study_name=study_name,
@@ -146,6 +167,9 @@ class RunQueue:
             pruner=pruner,
         )
         self.worker = worker_id()
+        self.holder_gone: Callable[[str], bool] = is_dead_here
+        """whether a holder (a `worker_id`) is gone: this machine's check, unless the backend
+        can ask further (a Ray driver asks the holder's node)"""
         self.study_id = storage.get_study_id_from_name(study_name)
 
     # ---- filling --------------------------------------------------------------------------
@@ -181,7 +205,7 @@ class RunQueue:
             if not self.storage.set_trial_state_values(t._trial_id, TrialState.RUNNING):
                 continue  # another worker claimed it first
             claim = Claim(t._trial_id, t.number, t.user_attrs["run"])
-            self.renew(claim)
+            self.storage.set_trial_system_attr(claim.trial_id, "worker", self.worker)
             earlier = self._earlier_live_trial(claim)
             if earlier is None:
                 return claim
@@ -206,15 +230,17 @@ class RunQueue:
 
         now = time.time()
         for t in self._trials((TrialState.RUNNING,)):
-            lease = t.system_attrs.get("lease_until")
-            if lease is None:  # claimed a moment ago, its first lease not written yet: it is fresh
-                started = t.datetime_start.timestamp() if t.datetime_start is not None else now
-                lease = started + self.lease_s
             holder = t.system_attrs.get("worker", "")
-            if lease > now and not (holder and is_dead_here(holder)):
+            if not holder:  # claimed a moment ago, its holder not written yet: fresh for a while
+                started = t.datetime_start.timestamp() if t.datetime_start is not None else now
+                if now - started < UNRECORDED_HOLDER_S:
+                    continue
+            elif holder == self.worker or not self.holder_gone(holder):
                 continue
             try:
-                self.storage.set_trial_user_attr(t._trial_id, "fail_reason", f"lease expired ({holder})")
+                self.storage.set_trial_user_attr(
+                    t._trial_id, "fail_reason", f"{HOLDER_GONE} ({holder or 'unrecorded'})"
+                )
                 self.storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
             except UpdateFinishedTrialError:
                 continue  # another worker took it over first
@@ -223,30 +249,23 @@ class RunQueue:
                 dict(t.params), user_attrs={"run": t.user_attrs["run"], "takeover_of": t.number}
             )
 
+    def foreign_holds(self) -> dict[str, list[str]]:
+        """Host -> runs RUNNING under a holder on another machine (which this machine cannot see:
+        the local backend refuses such a queue)."""
+        from optuna.trial import TrialState
+
+        held: dict[str, list[str]] = {}
+        for t in self._trials((TrialState.RUNNING,)):
+            holder = t.system_attrs.get("worker", "")
+            if holder and not is_here(holder):
+                held.setdefault(holder_host(holder), []).append(t.user_attrs.get("run", f"trial {t.number}"))
+        return held
+
     def pending(self) -> int:
         """Trials WAITING or RUNNING (runs that may still need a worker)."""
         from optuna.trial import TrialState
 
         return len(self._trials((TrialState.WAITING, TrialState.RUNNING)))
-
-    def renew(self, claim: Claim) -> None:
-        """Extend this worker's lease on `claim`."""
-        self.storage.set_trial_system_attr(claim.trial_id, "worker", self.worker)
-        self.storage.set_trial_system_attr(claim.trial_id, "lease_until", time.time() + self.lease_s)
-
-    def keep_alive(self, claim: Claim) -> threading.Event:
-        """Renew the lease every `lease_s / 3` s in a thread until the returned event is set."""
-        stop = threading.Event()
-
-        def beat() -> None:
-            while not stop.wait(self.lease_s / 3):
-                try:
-                    self.renew(claim)
-                except Exception:  # a finished trial (taken over) or a storage hiccup: stop quietly
-                    return
-
-        threading.Thread(target=beat, name=f"lease-{claim.run}", daemon=True).start()
-        return stop
 
     # ---- ending ---------------------------------------------------------------------------
     def finish(self, claim: Claim, value: float, attrs: dict[str, Any]) -> bool:
@@ -283,5 +302,9 @@ def _failed_for_real(trial: Any) -> bool:
     """A FAIL that was the run's own (not a duplicate, not a takeover that was re-enqueued)."""
     from optuna.trial import TrialState
 
-    reason = str(trial.user_attrs.get("fail_reason", ""))
-    return trial.state == TrialState.FAIL and not reason.startswith("lease expired")
+    return trial.state == TrialState.FAIL and not was_taken_over(trial)
+
+
+def was_taken_over(trial: Any) -> bool:
+    """Whether a FAIL trial was failed because its holder was gone (its run was enqueued again)."""
+    return str(trial.user_attrs.get("fail_reason", "")).startswith(TAKEOVER_REASONS)

@@ -24,8 +24,9 @@ Faults:
   into the run's events.jsonl). A run directory still locked by the lost process is waited for
   (`BUSY_WAIT_S`) before the claim is dropped as a duplicate.
 * A lost driver: Ray ends the tasks it owned (their runs die with them: parent-death signal);
-  its leases run out (or, on this host, its process is seen gone) and the next `bench compare`
-  takes the runs over, resuming each.
+  the next `bench compare` (on any node) finds the holder gone (`holder_gone`: its process,
+  checked on its node; a host that is no longer a node of the cluster is gone) and takes the
+  runs over, resuming each.
 * A task that fails for good (retries spent): the run is failed with the reason; `--retry-failed`
   runs it again.
 
@@ -46,7 +47,7 @@ from typing import Any
 
 from sweeps.errors import ExperimentError
 from sweeps.launch import listed_gpus
-from sweeps.queue import Claim
+from sweeps.queue import Claim, holder_host, is_dead_here, is_here
 from sweeps.scheduler import gpus_asked
 
 INSTALL_HINT = "install it with scripts/install.sh cluster (pip install -e '.[cluster]')"
@@ -57,6 +58,8 @@ BUSY_WAIT_S = 120.0
 POLL_S = 2.0
 """How often the driver looks for finished tasks, new claims and refreshes the live view."""
 PROBE_TIMEOUT_S = 3.0
+HOLDER_CHECK_S = 60.0
+"""How long the check of a claim's holder on its node may take (a Ray task placed there)."""
 NAMESPACE = "bench"
 """The Ray namespace of everything bench starts (its named actors are found there)."""
 
@@ -185,6 +188,27 @@ class RayCluster:
             url = ""
         return text + (f"; dashboard http://{url}" if url else "")
 
+    def holder_gone(self, holder: str) -> bool:
+        """Whether the holder of a claim (a `sweeps.queue.worker_id`) is gone: on this host its
+        process is checked here; on another node of the cluster, by a task placed on that node;
+        a host that is no node of the cluster (any more) is gone. A check that cannot be made
+        (the probe failed or timed out) keeps the claim: the run directory's lock still guards
+        the run, and the next poll asks again."""
+        if is_here(holder):
+            return is_dead_here(holder)
+        host = holder_host(holder)
+        nodes = [n for n in self.ray.nodes() if n.get("Alive") and n.get("NodeManagerHostname") == host]
+        if not nodes:
+            return True
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        on_node = NodeAffinitySchedulingStrategy(nodes[0]["NodeID"], soft=False)
+        check = self.ray.remote(is_dead_here).options(num_cpus=0, scheduling_strategy=on_node, max_retries=0)
+        try:
+            return bool(self.ray.get(check.remote(holder), timeout=HOLDER_CHECK_S))
+        except Exception:  # the node died meanwhile, or is too busy to answer: ask again next poll
+            return False
+
     # ---- running an experiment ---------------------------------------------------------------
     def run(self, out: Path, cpus_per_run: float, view: bool = True) -> int:
         """Play every run of the experiment in `out` on the cluster (module docstring); 0 when
@@ -197,7 +221,9 @@ class RayCluster:
         live = LiveView(out) if view else None
         remote = self.ray.remote(play_on_node)
         gpus = self.has_gpus()  # once: not a query of every node per claimed run
-        in_flight: dict[Any, tuple[Any, Claim, Any]] = {}
+        in_flight: dict[Any, tuple[Any, Claim]] = {}
+        for queue in experiment.queues:
+            queue.holder_gone = self.holder_gone
         lost = 0
         while True:
             for queue in experiment.queues:
@@ -208,7 +234,7 @@ class RayCluster:
                     ref = remote.options(**options, name=f"bench-{claim.run}").remote(
                         str(out), os.getcwd(), queue.study.study_name, claim
                     )
-                    in_flight[ref] = (queue, claim, queue.keep_alive(claim))
+                    in_flight[ref] = (queue, claim)
             if not in_flight and all(q.pending() == 0 for q in experiment.queues):
                 break
             done = (
@@ -219,8 +245,7 @@ class RayCluster:
             if not in_flight:
                 time.sleep(POLL_S)  # runs another driver or worker holds: wait, to take over any that dies
             for ref in done:
-                queue, claim, stop = in_flight.pop(ref)
-                stop.set()
+                queue, claim = in_flight.pop(ref)
                 try:
                     self.ray.get(ref)
                 except Exception as exc:  # retries spent, or the play itself raised: the run failed

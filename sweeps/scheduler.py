@@ -1,5 +1,5 @@
 """One scheduler idea, two backends: the runs of a comparison or a sweep are a queue in an Optuna
-study (`sweeps.queue`: claims, leases, takeovers, exactly once), and each claimed run is played
+study (`sweeps.queue`: claims, takeovers of gone holders, exactly once), and each claimed run is played
 and recorded by its experiment (`sweeps.worker.Experiment`). What differs is who holds a claim
 and where its run executes:
 
@@ -9,7 +9,7 @@ and where its run executes:
 * `ray` (`--cluster ray`, or the default where `RAY_ADDRESS` is set, as `ray job submit` sets
   it): one driver claims every waiting run and hands each to a Ray task that asks for the
   run's GPUs and CPUs; Ray queues it until one node has them and places it there
-  (`sweeps.ray_cluster`). The driver renews the leases; the task plays and records the run.
+  (`sweeps.ray_cluster`). The driver holds the claims; the task plays and records the run.
 
 A run asks for the GPUs its config places (`gpus_asked`): its learner ranks plus its rollout
 servers times their tensor-parallel size, all on one node.

@@ -20,7 +20,7 @@ from typing import Any
 from results.files import read_json, write_json_atomic
 from results.tables import format_table
 from sweeps.errors import ExperimentError
-from sweeps.queue import open_storage
+from sweeps.queue import open_storage, was_taken_over
 from sweeps.spec import load_spec
 from sweeps.sweep import SweepSpec
 
@@ -35,8 +35,7 @@ def summarize_study(study: Any, top: int = 10) -> dict[str, Any]:
     for t in trials:
         if t.user_attrs.get("duplicate"):
             continue
-        taken_over = str(t.user_attrs.get("fail_reason", "")).startswith("lease expired")
-        state = "TAKEN_OVER" if taken_over else t.state.name  # its slot ran again in a later trial
+        state = "TAKEN_OVER" if was_taken_over(t) else t.state.name  # its slot ran again in a later trial
         counts[state] = counts.get(state, 0) + 1
     done = [t for t in trials if t.state.name == "COMPLETE" and t.value is not None]
     reverse = study.direction.name == "MAXIMIZE"
@@ -155,7 +154,7 @@ def trial_overheads(out: Path, spec: SweepSpec, arm: Any) -> dict[str, Any]:
     A trial's wall time runs from its claim to its result in the storage (its status file);
     the work in it is each seed's training as the run measures it (summary.json `wall_s`,
     in-training evaluations included) and the final evaluation's generation (`wall_seconds`
-    of its summary). The rest is overhead: sampling, storage, leases, starting the run and
+    of its summary). The rest is overhead: sampling, storage, claims, starting the run and
     eval processes and loading their models, polling. Median and max over completed trials."""
     rows = []
     for status in sorted((out / "status" / arm.slug).glob("*.json")):

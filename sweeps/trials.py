@@ -13,8 +13,8 @@ pruned trial's run is killed (its directory stays); a trial's value is the mean 
 
 Outcomes (`TrialStatus`, in `status/<arm>/<slot>.json`): COMPLETE (a seed whose run stopped
 itself, e.g. non-finite losses, is evaluated and noted in `detail`), PRUNED, FAIL (the reason
-in the trial's `fail_reason`). A trial of a dead worker is taken over by the queue's lease and
-resumes its runs.
+in the trial's `fail_reason`). A trial whose worker is gone is taken over by the queue (`sweeps.queue`)
+and resumes its runs.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from results.experiments import RunState
 from results.files import write_json_atomic
 from results.rundir import RunDir
 from sweeps.comparison import EvalPlan
-from sweeps.queue import LEASE_S, Claim, RunQueue, open_storage
+from sweeps.queue import Claim, RunQueue, open_storage
 from sweeps.runs import add_to_summary, evaluate_checkpoint, train_or_resume
 from sweeps.search import REWARD_WINDOW, expected_reports, make_pruner, make_sampler, trial_values
 from sweeps.spaces import as_layer
@@ -72,7 +72,6 @@ class SweepTrials:
             queue = RunQueue(
                 storage,
                 self.spec.study_name(arm),
-                lease_s=float(data.get("lease_s", LEASE_S)),
                 direction=self.spec.direction,
                 sampler=make_sampler(self.spec.sampler, space.params),
                 pruner=make_pruner(

@@ -6,7 +6,7 @@ them on this machine (the local backend; on a Ray cluster `sweeps.ray_cluster` p
 
 The loop is one for both; what a run *is* comes from the experiment (`Experiment`): a
 comparison's (arm, seed) run (`sweeps.comparison_runs`) or a sweep's trial (`sweeps.trials`).
-The scheduling around it, claims, leases and takeovers, is the queue's (`sweeps.queue`); the Ray
+The scheduling around it, claims and takeovers, is the queue's (`sweeps.queue`); the Ray
 backend (`sweeps.ray_cluster`) drives the same `Experiment` from one driver (`sweeps.scheduler`).
 """
 
@@ -62,17 +62,35 @@ def work(experiment: Experiment, poll_s: float = 2.0) -> int:
             claim = queue.claim()
             if claim is None:
                 continue
-            stop = queue.keep_alive(claim)
-            try:
-                result = experiment.play(queue, claim)
-            finally:
-                stop.set()
-            experiment.record(queue, claim, result)
+            experiment.record(queue, claim, experiment.play(queue, claim))
             break
         else:
             if all(q.pending() == 0 for q in experiment.queues):
                 return 0
+            refuse_foreign_holds(experiment.queues, only_if_all_pending=True)
             time.sleep(poll_s)  # runs held by live workers: wait, to take over any that dies
+
+
+def refuse_foreign_holds(queues: list[RunQueue], only_if_all_pending: bool = False) -> None:
+    """An ExperimentError when runs of `queues` are held by workers on another machine, which the
+    local backend cannot watch (`RunQueue.foreign_holds`); with `only_if_all_pending`, only when
+    nothing else is left for this machine to wait on."""
+    held: dict[str, list[str]] = {}
+    for queue in queues:
+        for host, runs in queue.foreign_holds().items():
+            held.setdefault(host, []).extend(runs)
+    n_held = sum(len(runs) for runs in held.values())
+    if not held or (only_if_all_pending and n_held < sum(q.pending() for q in queues)):
+        return
+    hosts = "; ".join(
+        f"{', '.join(sorted(runs)[:3])}{' ...' if len(runs) > 3 else ''} on {host}"
+        for host, runs in held.items()
+    )
+    raise ExperimentError(
+        f"{n_held} run(s) are held by workers of another machine ({hosts}); the local backend runs on "
+        "one machine and cannot see them: run this command on that machine, or place the runs on a "
+        "Ray cluster with --cluster ray"
+    )
 
 
 def open_experiment(out: Path, cores: list[int] | None) -> Experiment:

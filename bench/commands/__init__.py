@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import threading
 import types
 import typing
 from pathlib import Path
@@ -113,14 +112,9 @@ def shared_settings(args: argparse.Namespace, command: str) -> dict:
     return shared
 
 
-MIN_LEASE_S = 1.0
-"""The shortest `--lease-seconds`: renewals every third of a second already write six records a
-second per worker."""
-
-
 def launch_options(args: argparse.Namespace) -> Any:
     """The `sweeps.launch.LaunchOptions` of `bench compare` or `bench sweep` (`--workers`,
-    `--storage`, `--out`, `--lease-seconds`); workers that the visible GPUs cannot hold are
+    `--storage`, `--out`, `--cluster`, ...); workers that the visible GPUs cannot hold are
     refused here, before anything is created."""
     from sweeps.launch import LaunchOptions, gpu_sets
     from sweeps.scheduler import ClusterBackend
@@ -128,13 +122,6 @@ def launch_options(args: argparse.Namespace) -> Any:
     launch = LaunchOptions(**field_options(args, LaunchOptions))
     if launch.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {launch.workers}")
-    if not MIN_LEASE_S <= launch.lease_seconds <= threading.TIMEOUT_MAX:  # NaN fails too
-        raise UsageError(
-            f"--lease-seconds must be between {MIN_LEASE_S:g} and {threading.TIMEOUT_MAX:.0f} seconds, got "
-            f"{launch.lease_seconds:g} (a worker renews its lease every third of it: a shorter lease floods "
-            "the storage with renewals, a longer one is more than a thread can wait; others take a run over "
-            "when its lease runs out)"
-        )
     if launch.cpus_per_run < 0 or launch.cpus_per_run != launch.cpus_per_run:
         raise UsageError(f"--cpus-per-run must be >= 0, got {launch.cpus_per_run:g}")
     if backend_of(launch) is ClusterBackend.LOCAL:
@@ -172,7 +159,9 @@ def run_experiment(out: Path, launch: Any, cluster: Any) -> int:
     `--workers` processes here, or Ray tasks on `cluster`; 0, or 1 when something failed."""
     if cluster is None:
         from sweeps.launch import run_workers
+        from sweeps.worker import open_experiment, refuse_foreign_holds
 
+        refuse_foreign_holds(open_experiment(out, None).queues)
         return workers_ok(run_workers(out, launch.workers), out)
     return cluster.run(out, launch.cpus_per_run)
 

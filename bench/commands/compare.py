@@ -158,10 +158,8 @@ def run(args: argparse.Namespace) -> int:
     command = "bench compare " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     created = time.strftime("%Y-%m-%d %H:%M:%S")
     extra = {"storage": launch.storage, "study": study, "command": command, "created": created}
-    save_spec(out, spec, {**extra, "lease_s": launch.lease_seconds})
-    RunQueue(storage, study, lease_s=launch.lease_seconds).ensure(
-        spec.run_names(), retry_failed=args.retry_failed
-    )
+    save_spec(out, spec, extra)
+    RunQueue(storage, study).ensure(spec.run_names(), retry_failed=args.retry_failed)
     n = len(spec.run_names())
     print(
         f"comparison: {out} ({len(spec.arms)} arms x {len(spec.seeds)} seeds = {n} runs, "

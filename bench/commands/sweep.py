@@ -199,11 +199,9 @@ def _create(
     command = "bench sweep " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     resolved = {name: space.to_json() for name, space in spaces.items()}
     extra = {"storage": launch.storage, "command": command, "created": time.strftime("%Y-%m-%d %H:%M:%S")}
-    saved = save_spec(out, spec, {**extra, "lease_s": launch.lease_seconds, "run_defaults": defaults})
+    saved = save_spec(out, spec, {**extra, "run_defaults": defaults})
     if "arm_spaces" not in saved:
         write_spec_file(out, SweepSpec.SPEC_FILE, {**saved, "arm_spaces": resolved})
     for arm in spec.arms:
-        queue = RunQueue(
-            storage, spec.study_name(arm), lease_s=launch.lease_seconds, direction=spec.direction
-        )
+        queue = RunQueue(storage, spec.study_name(arm), direction=spec.direction)
         fill_study(queue.study, spec.trials, firsts[arm.name])

@@ -1,7 +1,7 @@
 """`bench sweep` as a user runs it, on the small test base checkpoint: a 4-trial sweep finishes
 with two workers, each slot run once, the paper's defaults first, parameters in config.json and
 the trial in summary.json; a kill -9 mid-sweep is resumed by the same command (the killed
-trial retried); --show and bench report read it; two "machines" share one PostgreSQL study;
+trial retried); --show and bench report read it; two commands share one study kept in PostgreSQL;
 then `bench compare --params-from-sweep` re-runs the best parameters on fresh seeds."""
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def test_kill_9_mid_sweep_then_the_same_command_retries_the_killed_trial(base_ch
     res = _run(cmd)
     assert res.returncode == 0, res.stdout + res.stderr
     _assert_every_slot_done_once(out, 2)
-    taken = [t for t in _trials(out) if str(t.user_attrs.get("fail_reason", "")).startswith("lease expired")]
+    taken = [t for t in _trials(out) if str(t.user_attrs.get("fail_reason", "")).startswith("holder gone")]
     assert len(taken) == 1 and taken[0].user_attrs["run"] == "trial-000"
     assert "1 taken_over" in res.stdout
 
@@ -199,7 +199,7 @@ def test_a_torn_journal_is_repaired_and_the_sweep_resumes_without_losing_a_trial
 
 
 @pytest.mark.postgres
-def test_two_machines_share_one_sweep_through_postgresql(base_checkpoint, tmp_path, postgres_db):  # noqa: F811
+def test_two_commands_share_one_sweep_kept_in_postgresql(base_checkpoint, tmp_path, postgres_db):  # noqa: F811
     out = tmp_path / "shared-filesystem" / "sweep"
     cmd = _args(base_checkpoint, out, "--workers", "1", "--storage", postgres_db)
     first = subprocess.Popen(

@@ -1,9 +1,10 @@
 """The run queue in an Optuna storage: each run claimed once, duplicates failed without
-running, a dead or silent worker's run taken over, outcomes recorded. Every test runs on a
-journal file and on SQLite (an RDB, as PostgreSQL is)."""
+running, a gone holder's run taken over (another machine's left to its backend), outcomes
+recorded. Every test runs on a journal file and on SQLite (an RDB, as PostgreSQL is)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -58,23 +59,35 @@ def test_a_run_enqueued_twice_is_run_once(storage_url, tmp_path):
     assert q.claim() is None and q.pending() == 0
 
 
-def test_a_silent_worker_s_run_is_taken_over_after_its_lease(storage_url, tmp_path):
-    # a 3 s lease: long enough that a loaded machine still claims inside it (0.5 s was not)
-    dead = _queue(storage_url, tmp_path, lease_s=3.0)
-    dead.ensure(["r1"])
-    dead.worker = "elsewhere:boot:1:1"  # a worker on another machine: only its lease can tell
-    claim = dead.claim()
-    assert claim.run == "r1"
-    other = _queue(storage_url, tmp_path, lease_s=3.0)
-    assert other.claim() is None  # the lease is still running
-    time.sleep(3.1)
-    taken = other.claim()
-    assert taken is not None and taken.run == "r1" and taken.number > claim.number
-    trials = other.study.get_trials(deepcopy=False)
+def test_another_machine_s_holder_is_left_to_the_backend_that_can_see_it(storage_url, tmp_path):
+    elsewhere = "elsewhere:boot:1:1"  # a worker on another machine: this one cannot see its process
+    holder = _queue(storage_url, tmp_path)
+    holder.ensure(["r1", "r2"])
+    holder.worker = elsewhere
+    claim = holder.claim()
+    local = _queue(storage_url, tmp_path)
+    assert not is_dead_here(elsewhere)  # the local check never guesses about another host
+    assert local.foreign_holds() == {"elsewhere": ["r1"]}
+    time.sleep(0.2)
+    assert local.claim().run == "r2" and local.claim() is None  # r1 stays with its holder
+    ray_like = _queue(storage_url, tmp_path)
+    asked = []
+    ray_like.holder_gone = lambda h: asked.append(h) or True  # a backend that saw it gone (Ray asks its node)
+    taken = ray_like.claim()
+    assert asked == [elsewhere] and taken.run == "r1" and taken.number > claim.number
+    trials = ray_like.study.get_trials(deepcopy=False)
     assert trials[claim.number].state.name == "FAIL"
-    assert trials[claim.number].user_attrs["fail_reason"].startswith("lease expired")
-    assert dead.finish(claim, 1.0, {}) is False  # the late worker learns its run was taken over
-    assert _states(other) == {"r1": "RUNNING"}  # the taker's trial is the run's trial now
+    assert trials[claim.number].user_attrs["fail_reason"] == "holder gone (elsewhere:boot:1:1)"
+    assert holder.finish(claim, 1.0, {}) is False  # the late worker learns its run was taken over
+    assert _states(local)["r1"] == "RUNNING"  # the taker's trial is the run's trial now
+
+
+def test_a_holder_of_an_earlier_boot_of_this_host_is_gone(storage_url, tmp_path):
+    import socket
+
+    assert is_dead_here(f"{socket.gethostname()}:0ldb00t:{os.getpid()}:1")
+    assert is_dead_here(f"{socket.gethostname()}:x")  # not a name this code writes: no such process
+    assert not is_dead_here(worker_id())
 
 
 def test_a_dead_worker_of_this_host_is_taken_over_at_once(storage_url, tmp_path):
@@ -86,7 +99,7 @@ def test_a_dead_worker_of_this_host_is_taken_over_at_once(storage_url, tmp_path)
     )
     gone = proc.stdout.strip()
     assert is_dead_here(gone) and not is_dead_here(worker_id())
-    q = _queue(storage_url, tmp_path)  # a long lease: only the dead process gives the run away
+    q = _queue(storage_url, tmp_path)
     q.ensure(["r1"])
     q.worker = gone
     first = q.claim()
@@ -116,15 +129,42 @@ def test_an_unreachable_storage_is_one_line(tmp_path):
         open_storage("postgresql://u:secret@127.0.0.1:1/x", tmp_path / "j")
 
 
-def test_a_trial_claimed_a_moment_ago_is_not_taken_over_before_its_first_lease(storage_url, tmp_path):
+def test_a_trial_claimed_a_moment_ago_is_not_taken_over_before_its_holder_is_written(
+    storage_url, tmp_path, monkeypatch
+):
     from optuna.trial import TrialState
+
+    import sweeps.queue
 
     a, b = _queue(storage_url, tmp_path), _queue(storage_url, tmp_path)
     a.ensure(["r1", "r2"])
     waiting = a.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))[0]
-    # worker A has just set the trial RUNNING and not yet written its lease: worker B must wait
+    # worker A has just set the trial RUNNING and not yet written its name: worker B must wait
     a.storage.set_trial_state_values(waiting._trial_id, TrialState.RUNNING)
     taken = b.claim()
     assert taken is not None and taken.run == "r2"
     assert b.claim() is None and _states(a) == {"r1": "RUNNING", "r2": "RUNNING"}
     assert not [t for t in a.study.get_trials(deepcopy=False) if t.state.name == "FAIL"]
+    # A died before writing its name: after the grace, its claim is stale
+    monkeypatch.setattr(sweeps.queue, "UNRECORDED_HOLDER_S", 0.0)
+    again = b.claim()
+    assert again is not None and again.run == "r1"
+    failed = [t for t in a.study.get_trials(deepcopy=False) if t.state.name == "FAIL"]
+    assert [t.user_attrs["fail_reason"] for t in failed] == ["holder gone (unrecorded)"]
+
+
+def test_the_local_backend_refuses_a_queue_held_on_another_machine(storage_url, tmp_path):
+    from sweeps.errors import ExperimentError
+    from sweeps.worker import refuse_foreign_holds
+
+    holder, local = _queue(storage_url, tmp_path), _queue(storage_url, tmp_path)
+    holder.ensure(["r1", "r2"])
+    refuse_foreign_holds([local])  # nothing held anywhere: fine
+    holder.worker = "elsewhere:boot:1:1"
+    holder.claim()
+    refuse_foreign_holds([local], only_if_all_pending=True)  # r2 still waits for this machine
+    with pytest.raises(ExperimentError, match=r"1 run\(s\) are held by workers of another machine \(r1 on "):
+        refuse_foreign_holds([local])
+    local.finish(local.claim(), 1.0, {})  # r2 done: only r1 is left, which only `elsewhere` can see
+    with pytest.raises(ExperimentError, match="--cluster ray"):
+        refuse_foreign_holds([local], only_if_all_pending=True)
