@@ -137,6 +137,11 @@ class RunConfig:
         default=0,
     )
     rollout_tp: int = doc("GPUs (tensor parallelism) of each placed vLLM server; 1 without GPUs", default=1)
+    env_workers: int = doc(
+        "Ray actors (1 CPU each, where CPUs are free) running the training episodes' environments: tools, "
+        "sandboxes, containers (bench run --cluster ray); 0: in the learner's processes",
+        default=0,
+    )
     engine_process: bool = doc(
         "on CPU, run the torch engine in its own process (own interpreter and GIL, weights shared in "
         "memory), so generation and training really overlap; false = a thread of the learner process",
@@ -377,22 +382,6 @@ def make_algorithm(config: RunConfig):
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{config.algo} config: {exc}") from None
     return cls(algo_config)
-
-
-def recorded_config(parts: RunParts) -> dict[str, Any]:
-    """What config.json holds: the fields, then the algorithm's effective config (every field after
-    its preset and overrides) as `algo_config`, and where its code comes from as `algo_source`
-    (source, class, module, and for plugins the distribution and its version), so that a resume
-    can load the plugin again and a reader sees every setting the run trained with; and the
-    number of learner ranks (`world_size`)."""
-    from algorithms import registry
-
-    return {
-        **parts.config.to_dict(),
-        "algo_config": dataclasses.asdict(parts.algorithm.config),
-        "algo_source": registry.provenance(parts.config.algo),
-        "world_size": launched_world_size(),
-    }
 
 
 def eval_benchmarks(config: RunConfig) -> list[str]:

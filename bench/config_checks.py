@@ -67,6 +67,8 @@ def check_placement(config: Any) -> None:
             f"learner_ranks and rollout_tp must be >= 1 and rollout_servers >= 0, got {config.learner_ranks}, "
             f"{config.rollout_tp} and {config.rollout_servers}"
         )
+    if config.env_workers < 0:
+        raise UsageError(f"env_workers must be >= 0, got {config.env_workers}")
     if config.rollout_servers and config.engine != "http":
         raise UsageError(
             f"rollout_servers={config.rollout_servers}: servers are reached through the http engine; add --engine http"

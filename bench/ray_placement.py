@@ -18,6 +18,10 @@ one node (`bench.placement`) but on whichever nodes have room.
   node's bundle again where resources allow) with `bench run --resume`, up to
   `MAX_LEARNER_RESTARTS` times; the run resumes from its last intact checkpoint and its
   events.jsonl records the resume. Servers stay up across learner restarts.
+* **Env workers** (`env_workers = N`): N actors of 1 CPU each, spread by Ray over the nodes with
+  free CPUs, hold the training episodes' environments (`bench.rollout.remote_env`); the learner
+  finds them by name. They stay up across learner restarts (a lost learner's open episodes are
+  closed first); each one's episode count is printed when the run ends.
 
 Logical GPUs (a simulated cluster) are bookkeeping only: without an NVIDIA GPU the actors run on
 CPU (gloo between the learner nodes).
@@ -25,6 +29,7 @@ CPU (gloo between the learner nodes).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -36,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import UsageError
+from bench.rollout.remote_env import ENV_WORKERS_VARIABLE, EnvHost
 from results.rundir import ATTEMPT_PID_VARIABLE
 
 MAX_LEARNER_RESTARTS = 3
@@ -111,13 +117,23 @@ class LearnerActor:
 
         return ray.util.get_node_ip_address(), free_port()
 
-    def train(self, cmd: list[str], out: str) -> int:
-        """Run `cmd` (torchrun of `bench run` for the run in `out`) to its end; its exit code.
-        A run directory still held by a lost attempt's ranks (they checkpoint on SIGTERM, then
-        let go) is waited for, `BUSY_WAIT_S` at most."""
+    def train(self, cmd: list[str], out: str, env_workers: list[str]) -> int:
+        """Run `cmd` (torchrun of `bench run` for the run in `out`) to its end, with the names
+        of the `env_workers` it plays episodes on; its exit code. A run directory still held by
+        a lost attempt's ranks (they checkpoint on SIGTERM, then let go) is waited for,
+        `BUSY_WAIT_S` at most."""
+        import ray
+
         from results.rundir import RunDir
 
         env = {**os.environ, ATTEMPT_PID_VARIABLE: str(os.getpid())}
+        if env_workers:
+            env.update(
+                {
+                    ENV_WORKERS_VARIABLE: ",".join(env_workers),
+                    "RAY_ADDRESS": ray.get_runtime_context().gcs_address,
+                }
+            )
         if not _real_gpus():
             env.pop("CUDA_VISIBLE_DEVICES", None)
         run, deadline = RunDir(out), time.monotonic() + BUSY_WAIT_S
@@ -148,6 +164,34 @@ def _in_bundle(group: Any, i: int, gpus: int) -> dict[str, Any]:
 
     strategy = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i)
     return {"scheduling_strategy": strategy, "num_cpus": 1, "num_gpus": gpus}
+
+
+def env_worker_name(out: Path, i: int) -> str:
+    """The Ray name of env worker `i` of the run in `out`."""
+    return f"bench-env-{hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:12]}-{i}"
+
+
+def _start_env_workers(ray: Any, config: Any, out: Path) -> list[tuple[str, Any]]:
+    """The run's env workers (name, actor), each placed on a node with a free CPU (module
+    docstring); a UsageError when the cluster did not place them within `PLACE_TIMEOUT_S`."""
+    host_cls = ray.remote(EnvHost)
+    workers = [
+        (
+            name,
+            host_cls.options(name=name, namespace=NAMESPACE, num_cpus=1, scheduling_strategy="SPREAD").remote(
+                config.task, config.task_args
+            ),
+        )
+        for name in (env_worker_name(out, i) for i in range(config.env_workers))
+    ]
+    try:
+        ray.get([actor.where.remote() for _, actor in workers], timeout=PLACE_TIMEOUT_S)
+    except ray.exceptions.GetTimeoutError:
+        raise UsageError(
+            f"the Ray cluster did not place {config.env_workers} env worker(s) of 1 CPU within "
+            f"{PLACE_TIMEOUT_S:.0f} s; lower env_workers or add CPUs"
+        ) from None
+    return workers
 
 
 def check_learner_nodes(ranks: int, nodes: int) -> None:
@@ -185,23 +229,30 @@ def place_on_ray(
     ]
     actors: list[Any] = []
     try:
+        env_workers = _start_env_workers(ray, config, out)
+        actors += [actor for _, actor in env_workers]
         started: list[tuple[str, str]] = []
         if servers:
             groups.append(
                 _placement_group(ray, [_bundle(1, server_gpus)] * servers, "PACK", f"{servers} server(s)")
             )
             server_cls = ray.remote(ServerActor)
-            actors = [
+            server_actors = [
                 server_cls.options(**_in_bundle(groups[1], i, server_gpus)).remote() for i in range(servers)
             ]
-            started = ray.get([a.start.remote(server_model(config), config.engine_slots, tp) for a in actors])
+            actors += server_actors
+            started = ray.get(
+                [a.start.remote(server_model(config), config.engine_slots, tp) for a in server_actors]
+            )
         first = [*argv, *(["--out", str(out)] if fresh else []), "--no-progress"]
         learners = [_in_bundle(groups[0], i, learner_gpus) for i in range(learner_nodes)]
-        return _train(ray, learners, first, out, started, per_node)
+        code = _train(ray, learners, first, out, started, per_node, env_workers)
+        _report_env_workers(ray, env_workers)
+        return code
     finally:
         for actor in actors:
             try:
-                ray.get(actor.stop.remote(), timeout=60)
+                ray.get(actor.stop.remote(), timeout=60) if hasattr(actor, "stop") else ray.kill(actor)
             except Exception:  # already gone with its node: nothing left to stop
                 pass
         for group in groups:
@@ -226,8 +277,26 @@ def _torchrun(per_node: int, nodes: int, rank: int, master: tuple[str, int]) -> 
     ]
 
 
+def _report_env_workers(ray: Any, env_workers: list[tuple[str, Any]]) -> None:
+    """One stderr line: where each env worker ran and how many episodes it started."""
+    if not env_workers:
+        return
+    try:
+        stats = ray.get([actor.stats.remote() for _, actor in env_workers], timeout=60)
+    except Exception:  # a worker lost at the very end: nothing to report from it
+        return
+    text = "; ".join(f"{s['where']}: {s['episodes']} episodes" for s in stats)
+    print(f"bench: env workers: {text}", file=sys.stderr, flush=True)
+
+
 def _train(
-    ray: Any, learners: list[dict], argv: list[str], out: Path, servers: list[tuple[str, str]], per_node: int
+    ray: Any,
+    learners: list[dict],
+    argv: list[str],
+    out: Path,
+    servers: list[tuple[str, str]],
+    per_node: int,
+    env_workers: list[tuple[str, Any]],
 ) -> int:
     """Run the learner actors (one per learner node), and resuming ones after each loss of any
     of them (module docstring)."""
@@ -249,9 +318,13 @@ def _train(
                 n[:8] for n in placed
             )
             where += "".join(f"; server {url} on node {n[:8]}" for url, n in servers)
+            if env_workers:
+                wheres = ray.get([actor.where.remote() for _, actor in env_workers])
+                where += f"; {len(env_workers)} env worker(s) on " + ", ".join(wheres)
             print(f"bench: placed on ray: {where}", file=sys.stderr, flush=True)
+            names = [name for name, _ in env_workers]
             runs = [
-                a.train.remote(_torchrun(per_node, nodes, i, master) + bench_args, str(out))
+                a.train.remote(_torchrun(per_node, nodes, i, master) + bench_args, str(out), names)
                 for i, a in enumerate(actors)
             ]
             codes = ray.get(runs)
@@ -259,6 +332,9 @@ def _train(
         except ray.exceptions.RayActorError as exc:
             for actor in actors:  # one node lost: its peers cannot go on; all start again
                 ray.kill(actor)
+            for _, env_actor in env_workers:  # the lost learner's episodes will not be played on
+                with contextlib.suppress(Exception):
+                    ray.get(env_actor.close_all.remote(), timeout=60)
             reason = (str(exc).strip().splitlines() or ["lost"])[0][:200]
             print(
                 f"bench: a learner was lost ({reason}); resuming from its last checkpoint "

@@ -112,6 +112,16 @@ def _placed_resume(args: argparse.Namespace) -> Any:
     return build_config(saved, *override_layers(args), {"rollout_urls": ""})
 
 
+def _env_workers_need_ray(config: Any) -> None:
+    """env_workers are Ray actors: a run not placed on Ray is refused before anything starts
+    (a rank that the Ray placer launched has them)."""
+    if config.env_workers and not is_launched():
+        raise UsageError(
+            f"env_workers={config.env_workers} places the episodes' environments on Ray actors; add "
+            "--cluster ray, or set env_workers=0"
+        )
+
+
 def _run_on_ray(args: argparse.Namespace) -> int:
     """`bench run --cluster ray` (`bench.ray_placement`): every part checked to fit on a node of
     the cluster (one line, exit 2) before anything is placed."""
@@ -129,7 +139,11 @@ def _run_on_ray(args: argparse.Namespace) -> int:
     learner = Asks(1, config.learner_ranks // args.learner_nodes if gpus else 0)
     server = Asks(1, config.rollout_tp if gpus else 0)
     cluster.check_fits(
-        {"the learner": learner, **({"a rollout server": server} if config.rollout_servers else {})}
+        {
+            "the learner": learner,
+            **({"a rollout server": server} if config.rollout_servers else {}),
+            **({"an env worker": Asks(1, 0)} if config.env_workers else {}),
+        }
     )
     print(cluster.describe(), file=sys.stderr, flush=True)
     fresh = not args.resume
@@ -160,11 +174,13 @@ def run(args: argparse.Namespace) -> int:
         if args.out:
             raise UsageError("--resume continues the run in its own directory; drop --out")
         placed = _placed_resume(args)
+        _env_workers_need_ray(placed)
         if places_processes(placed):
             return launch(args.argv, placed, None, visible_gpus())
         run_dir, parts, checkpoint = resume_run(args.resume, *override_layers(args))
     else:
         parts = parts_from_args(args)
+        _env_workers_need_ray(parts.config)
         if places_processes(parts.config):  # ranks and servers of its own: this process only places them
             out = check_out_dir(args.out or default_run_dir(parts.config))
             return launch(args.argv, parts.config, out, visible_gpus())

@@ -24,6 +24,7 @@ from bench.engines import make_engine
 from bench.engines.base import SamplingParams
 from bench.models.memory import Precision
 from bench.rollout.producer import RolloutProducer
+from bench.rollout.remote_env import on_env_workers
 from bench.rollout.worker import EngineWorker
 from bench.seeding import derive_seed
 from bench.trackers import open_trackers
@@ -89,6 +90,7 @@ def start_rollouts(config: RunConfig, task: Any, tokenizer: Any, learner: Learne
         stop=tuple(task.stop),
     )
     rank_seed = config.seed if dist.world_size == 1 else derive_seed(config.seed, "rank", dist.rank)
+    task = on_env_workers(task, config.env_workers)  # episodes' environments on Ray actors, if placed there
     # a drifting task's schedule counts this rank's trajectories; a resumed run continues it
     task.begin_training(learner.algo.group_size, trajectories_done=learner.step * per_rank)
     producer = RolloutProducer(

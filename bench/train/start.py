@@ -10,14 +10,16 @@ aside and the run continues from the newest intact one, or from step 0 when ther
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.config import RECORDED_KEYS, RunConfig, RunParts, build_run, recorded_config
+from bench.config import RECORDED_KEYS, RunConfig, RunParts, build_run
 from bench.config_renames import current_names
 from bench.errors import UsageError
+from bench.launcher import launched_world_size
 from bench.train.setup import check_chat_template
 from results.budgets import BUDGETS
 from results.files import write_json_atomic
@@ -209,3 +211,19 @@ def discard_if_never_trained(run: RunDir) -> bool:
     run.unlock()
     shutil.rmtree(run.path, ignore_errors=True)
     return True
+
+
+def recorded_config(parts: RunParts) -> dict[str, Any]:
+    """What config.json holds: the fields, then the algorithm's effective config (every field after
+    its preset and overrides) as `algo_config`, and where its code comes from as `algo_source`
+    (source, class, module, and for plugins the distribution and its version), so that a resume
+    can load the plugin again and a reader sees every setting the run trained with; and the
+    number of learner ranks (`world_size`)."""
+    from algorithms import registry
+
+    return {
+        **parts.config.to_dict(),
+        "algo_config": dataclasses.asdict(parts.algorithm.config),
+        "algo_source": registry.provenance(parts.config.algo),
+        "world_size": launched_world_size(),
+    }

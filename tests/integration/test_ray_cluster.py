@@ -168,8 +168,8 @@ def test_a_lost_node_is_survived_and_the_run_resumed(ray_cluster, base_checkpoin
 
 
 def test_a_killed_driver_is_resumed_by_the_same_command(ray_cluster, base_checkpoint, tmp_path):
-    # Ray ends the dead driver's tasks (and their runs die with them); the next driver sees the
-    # dead process's leases, takes the run over and resumes it: trained once, nothing lost
+    # Ray ends the dead driver's tasks (and their runs die with them); the next driver finds the
+    # claim's holder gone, takes the run over and resumes it: trained once, nothing lost
     out = tmp_path / "cmp"
     cmd = _on_cluster(ray_cluster, compare_args(base_checkpoint, out, algos="grpo", seeds="1", budget=400))
     driver = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -187,7 +187,76 @@ def test_a_killed_driver_is_resumed_by_the_same_command(ray_cluster, base_checkp
     assert [t.state.name for t in trials] == ["FAIL", "COMPLETE"], (
         trials
     )  # the dead driver's claim, taken over
-    assert trials[0].user_attrs["fail_reason"].startswith("lease expired")
+    assert trials[0].user_attrs["fail_reason"].startswith("holder gone")
+
+
+def test_a_claim_held_on_another_host_is_checked_on_that_host_s_node(ray_cluster, monkeypatch):
+    # this process plays a driver on another machine than the nodes': a claim's holder, a process
+    # of the nodes' host, is checked by a task placed on one of them; a host no node has is gone
+    import ray
+
+    import sweeps.ray_cluster
+    from sweeps.queue import worker_id
+    from sweeps.ray_cluster import NAMESPACE, RayCluster
+
+    code = "from sweeps.queue import worker_id; print(worker_id())"
+    gone = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    monkeypatch.setattr(sweeps.ray_cluster, "is_here", lambda holder: False)
+    ray.init(address=ray_cluster.address, namespace=NAMESPACE, logging_level="WARNING")
+    try:
+        cluster = RayCluster(ray, ray_cluster.address)
+        assert cluster.holder_gone(worker_id()) is False  # this test's process lives on
+        assert cluster.holder_gone(gone.stdout.strip()) is True
+        assert cluster.holder_gone("not-a-node:b00t:1:1") is True
+    finally:
+        ray.shutdown()
+
+
+def test_an_episode_on_an_env_worker_is_the_episode_played_here(ray_cluster, tmp_path):
+    # a Python-tool math episode (sandboxed code, a wrong then a right answer) played on an env
+    # worker actor returns what the same episode returns in this process; a killed worker is left
+    # out, and with none left the run stops with a one-line reason
+    import asyncio
+
+    import ray
+
+    from bench.errors import RunStopped
+    from bench.rollout.remote_env import EnvHost, EnvWorkers, RemoteEnvTask
+    from envs.math.tasks import MathTask
+    from sweeps.ray_cluster import NAMESPACE
+
+    data = tmp_path / "d.csv"
+    data.write_text("problem,answer\nWhat is 6*7?,42\nWhat is 2+2?,4\n")
+    args = {"data": str(data), "tools": "python", "max_tool_calls": 2}
+    task = MathTask(**args)
+    problem = next(p for p in task.train + task.held_out if p.answer == "42")
+    actions = ["<tool>python\nprint(6*7)\n</tool>", "\\boxed{41}"]
+
+    async def play(env):
+        first = await env.reset()
+        results = [await env.step(a) for a in actions]
+        await env.close()
+        return first, env.observation_role, [(r.observation, r.reward, r.done, r.info) for r in results]
+
+    ray.init(address=ray_cluster.address, namespace=NAMESPACE, logging_level="WARNING")
+    try:
+        host = ray.remote(EnvHost)
+        names = ["test-env-a", "test-env-b"]
+        actors = [host.options(name=n, namespace=NAMESPACE, num_cpus=0).remote("math", args) for n in names]
+        workers = EnvWorkers(ray, names)
+        remote_task = RemoteEnvTask(task, workers)
+        here = asyncio.run(play(task.make_env(problem)))
+        there = asyncio.run(play(remote_task.make_env(problem)))
+        assert there == here and "42" in here[2][0][0]
+        stats = ray.get([a.stats.remote() for a in actors])
+        assert [s["episodes"] for s in stats] == [1, 0] and stats[0]["open"] == 0
+        ray.kill(actors[1])  # the next episode's turn: the lost worker is left out, the other plays it
+        assert asyncio.run(play(remote_task.make_env(problem))) == here and workers.lost == {"test-env-b"}
+        ray.kill(actors[0])
+        with pytest.raises(RunStopped, match="every env worker is lost"):
+            asyncio.run(play(remote_task.make_env(problem)))
+    finally:
+        ray.shutdown()
 
 
 def test_a_pruned_sweep_runs_on_the_cluster_and_show_reads_it(ray_cluster, base_checkpoint, tmp_path):
@@ -238,17 +307,25 @@ def test_one_run_placed_across_nodes_resumes_after_its_learner_is_killed(
 ):
     # two learner ranks (2 GPUs) and one server (1 GPU) cannot share a 2-GPU node: PACK spreads
     # them over both; the learner actor killed mid-run is replaced by one that resumes the run
+    # them over both; the env worker (1 CPU) lands where a CPU is left: the head, which has no GPU
     out = tmp_path / "placed"
     placement = ["--engine", "http", "--set", "rollout_servers=1", "--set", "learner_ranks=2"]
+    placement += ["--set", "env_workers=1"]
     err = _placed_run_with_a_learner_killed(ray_cluster, base_checkpoint, out, placement, 0)
 
     placed = [line for line in err.splitlines() if line.startswith("bench: placed on ray:")]
     assert len(placed) == 2, err[-3000:]  # the first learner and the one that resumed
     learner_node = placed[0].split("learner (1 node(s) x 2 rank(s)) on node(s) ")[1].split(";")[0]
-    server_node = placed[0].split(" on node ")[-1]
-    assert learner_node != server_node, placed[0]
+    server_node = placed[0].split(" on node ")[1].split(";")[0]
+    env_node = placed[0].split("1 env worker(s) on ")[1].split(" node ")[1]
+    assert len({learner_node, server_node, env_node}) == 3, placed[0]
     assert "a learner was lost" in err
     _assert_resumed_once_to(out, 30)
+    served = [line for line in err.splitlines() if line.startswith("bench: env workers: ")]
+    assert len(served) == 1 and f"node {env_node}: " in served[0], err[-3000:]
+    assert int(served[0].rsplit(": ", 1)[1].split()[0]) >= 30 * 16, (
+        served
+    )  # every step's episodes, both ranks'
 
 
 def test_learner_ranks_over_two_nodes_form_one_world_and_resume_together(

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from bench.config import build_run, recorded_config
-from bench.train.start import resume_run
+from bench.config import build_run
+from bench.train.start import recorded_config, resume_run
 from results.rundir import RunDir
 
 
