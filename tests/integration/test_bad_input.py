@@ -100,6 +100,11 @@ RUN = [
         "lora_target_modules: query match(es) no layer of the model; valid: all-linear or some of down_proj",
     ),
     (["--set", "lora_rank=-1"], "lora_rank must be >= 0"),
+    (["--set", "env_workers=-1"], "env_workers must be >= 0, got -1"),
+    (
+        ["--set", "env_workers=2"],
+        "env_workers=2 places the episodes' environments on Ray actors; add --cluster ray",
+    ),
     (["--task", "rg:chain_sun"], "unknown reasoning-gym dataset 'chain_sun'; did you mean 'rg:chain_sum'?"),
     (["--task", "rg:chain_sum", "--set", "task.min_term=2"], "did you mean 'min_terms'?); valid: size"),
     (["--config", "{typo_yaml}"], "algo.dis_eps_hihg: unknown field of sao (did you mean 'dis_eps_high'?)"),
@@ -177,10 +182,6 @@ COMPARE = [
         # read as an exact decimal (compute-regime), 1e999 is a number, and far too large
         "--budget 'tokens=1e999': 1e+999 is above the largest budget, 2**53",
     ),
-    (
-        ["--algos", "sao", *B, "--lease-seconds", "-1"],
-        "--lease-seconds must be between 1 and",
-    ),
     (["--algos", "sao", *B, "--out", "{long}"], "{long}: file name too long"),
     (
         ["--algos", "sao", *B, "--out", "{badspec}"],
@@ -223,7 +224,6 @@ SWEEP = [
     (["--algo", "sao"], "--budget is required"),
     (["--algo", "grpx", *B], "unknown algorithm 'grpx'; did you mean 'grpo'?"),
     (["--show", "{empty}"], "is not a sweep directory (no sweep.json)"),
-    (["--algo", "sao", *B, "--lease-seconds", "1e300"], "--lease-seconds must be between 1 and"),
     (["--algo", "sao", "--budget", "tokens=1e16"], "1e+16 is above the largest budget"),
     (["--algo", "sao", *B, "--out", "{long}"], "{long}/sweep.json: file name too long"),
     (["--show", "{badsweep}"], "{badsweep}/sweep.json: ends in the middle of a JSON value"),
