@@ -66,12 +66,21 @@ class _Parser(argparse.ArgumentParser):
             name = token.split("=")[0]
             if not name.startswith("--"):
                 continue
+            if name in RETIRED_OPTIONS:
+                return f" ({name} is retired: {RETIRED_OPTIONS[name]})"
             close = difflib.get_close_matches(name, options, n=1)
             if close and close[0] != name:
                 return f" (did you mean {close[0]}?)"
             if given and not close:
                 return f" ({name} is not an option of `{self.prog} {given}`)"
         return ""
+
+
+RETIRED_OPTIONS = {
+    "--lease-seconds": "a run is taken over as soon as its holder's process is gone, with no lease; "
+    "several machines: --cluster ray (docs/cluster.md)",
+}
+"""Options that no longer exist -> what replaced them (said instead of a close match)."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -30,3 +30,9 @@ def test_another_commands_option_is_named_not_suggested_as_itself(capsys):
     assert "did you mean" not in line
     assert "(--no-progress is not an option of `bench compare`)" in line
     assert line.endswith("(see `bench compare --help`)")
+
+
+def test_a_retired_option_says_what_replaced_it(capsys):
+    line = _error_line(capsys, ["compare", "--algos", "sao", "--lease-seconds", "30"])
+    assert "(--lease-seconds is retired: a run is taken over as soon as its holder's process is gone" in line
+    assert "did you mean" not in line
