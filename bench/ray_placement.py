@@ -37,19 +37,18 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.errors import UsageError
-from bench.rollout.remote_env import ENV_WORKERS_VARIABLE, EnvHost
+from bench.rollout.remote_env import ENV_WORKERS_VARIABLE, NAMESPACE, EnvHost
 from results.rundir import ATTEMPT_PID_VARIABLE
 
 MAX_LEARNER_RESTARTS = 3
 """New learner actors after a lost one, before the run is given up."""
 PLACE_TIMEOUT_S = 600.0
 """How long the run waits for the cluster to hold its placement group."""
-NAMESPACE = "bench"
-"""The Ray namespace of the learner actors (`learner_actor_name`): `sweeps.ray_cluster`'s."""
 BUSY_WAIT_S = 120.0
 """How long a new learner waits for a lost one's ranks to release the run directory."""
 
@@ -58,8 +57,17 @@ def learner_actor_name(out: Path, node_rank: int = 0) -> str:
     """The Ray name of the learner actor of learner node `node_rank` of the run in `out`
     (namespace `NAMESPACE`): how a user or a test finds it (`ray.get_actor(name,
     namespace="bench")`)."""
-    digest = hashlib.sha1(str(Path(out).resolve()).encode()).hexdigest()[:12]
-    return f"bench-learner-{digest}-{node_rank}"
+    return f"bench-learner-{_run_digest(out)}-{node_rank}"
+
+
+def env_worker_name(out: Path, i: int) -> str:
+    """The Ray name of env worker `i` of the run in `out` (namespace `NAMESPACE`)."""
+    return f"bench-env-{_run_digest(out)}-{i}"
+
+
+def _run_digest(out: Path) -> str:
+    """12 hex digits naming the run in `out` among the cluster's actors."""
+    return hashlib.sha1(str(Path(out).resolve()).encode()).hexdigest()[:12]
 
 
 def _real_gpus() -> bool:
@@ -166,32 +174,30 @@ def _in_bundle(group: Any, i: int, gpus: int) -> dict[str, Any]:
     return {"scheduling_strategy": strategy, "num_cpus": 1, "num_gpus": gpus}
 
 
-def env_worker_name(out: Path, i: int) -> str:
-    """The Ray name of env worker `i` of the run in `out`."""
-    return f"bench-env-{hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:12]}-{i}"
+@dataclass(frozen=True)
+class EnvWorker:
+    """One placed env worker: its Ray name, its actor and where Ray put it."""
+
+    name: str
+    actor: Any
+    where: str
 
 
-def _start_env_workers(ray: Any, config: Any, out: Path) -> list[tuple[str, Any]]:
-    """The run's env workers (name, actor), each placed on a node with a free CPU (module
-    docstring); a UsageError when the cluster did not place them within `PLACE_TIMEOUT_S`."""
+def _start_env_workers(ray: Any, config: Any, out: Path) -> list[EnvWorker]:
+    """The run's env workers, each placed on a node with a free CPU (module docstring); a
+    UsageError when the cluster did not place them within `PLACE_TIMEOUT_S`."""
     host_cls = ray.remote(EnvHost)
-    workers = [
-        (
-            name,
-            host_cls.options(name=name, namespace=NAMESPACE, num_cpus=1, scheduling_strategy="SPREAD").remote(
-                config.task, config.task_args
-            ),
-        )
-        for name in (env_worker_name(out, i) for i in range(config.env_workers))
-    ]
+    names = [env_worker_name(out, i) for i in range(config.env_workers)]
+    options = {"namespace": NAMESPACE, "num_cpus": 1, "scheduling_strategy": "SPREAD"}
+    actors = [host_cls.options(name=name, **options).remote(config.task, config.task_args) for name in names]
     try:
-        ray.get([actor.where.remote() for _, actor in workers], timeout=PLACE_TIMEOUT_S)
+        wheres = ray.get([actor.where.remote() for actor in actors], timeout=PLACE_TIMEOUT_S)
     except ray.exceptions.GetTimeoutError:
         raise UsageError(
             f"the Ray cluster did not place {config.env_workers} env worker(s) of 1 CPU within "
             f"{PLACE_TIMEOUT_S:.0f} s; lower env_workers or add CPUs"
         ) from None
-    return workers
+    return [EnvWorker(*placed) for placed in zip(names, actors, wheres, strict=True)]
 
 
 def check_learner_nodes(ranks: int, nodes: int) -> None:
@@ -227,23 +233,20 @@ def place_on_ray(
             f"{learner_nodes} learner node(s) of {per_node} rank(s)",
         )
     ]
-    actors: list[Any] = []
+    actors: list[Any] = []  # the servers'
+    env_workers: list[EnvWorker] = []
     try:
         env_workers = _start_env_workers(ray, config, out)
-        actors += [actor for _, actor in env_workers]
         started: list[tuple[str, str]] = []
         if servers:
             groups.append(
                 _placement_group(ray, [_bundle(1, server_gpus)] * servers, "PACK", f"{servers} server(s)")
             )
             server_cls = ray.remote(ServerActor)
-            server_actors = [
+            actors = [
                 server_cls.options(**_in_bundle(groups[1], i, server_gpus)).remote() for i in range(servers)
             ]
-            actors += server_actors
-            started = ray.get(
-                [a.start.remote(server_model(config), config.engine_slots, tp) for a in server_actors]
-            )
+            started = ray.get([a.start.remote(server_model(config), config.engine_slots, tp) for a in actors])
         first = [*argv, *(["--out", str(out)] if fresh else []), "--no-progress"]
         learners = [_in_bundle(groups[0], i, learner_gpus) for i in range(learner_nodes)]
         code = _train(ray, learners, first, out, started, per_node, env_workers)
@@ -252,9 +255,12 @@ def place_on_ray(
     finally:
         for actor in actors:
             try:
-                ray.get(actor.stop.remote(), timeout=60) if hasattr(actor, "stop") else ray.kill(actor)
+                ray.get(actor.stop.remote(), timeout=60)
             except Exception:  # already gone with its node: nothing left to stop
                 pass
+        for worker in env_workers:  # the run is over: its env workers end with it
+            with contextlib.suppress(Exception):
+                ray.kill(worker.actor)
         for group in groups:
             remove_placement_group(group)
 
@@ -277,12 +283,12 @@ def _torchrun(per_node: int, nodes: int, rank: int, master: tuple[str, int]) -> 
     ]
 
 
-def _report_env_workers(ray: Any, env_workers: list[tuple[str, Any]]) -> None:
+def _report_env_workers(ray: Any, env_workers: list[EnvWorker]) -> None:
     """One stderr line: where each env worker ran and how many episodes it started."""
     if not env_workers:
         return
     try:
-        stats = ray.get([actor.stats.remote() for _, actor in env_workers], timeout=60)
+        stats = ray.get([worker.actor.stats.remote() for worker in env_workers], timeout=60)
     except Exception:  # a worker lost at the very end: nothing to report from it
         return
     text = "; ".join(f"{s['where']}: {s['episodes']} episodes" for s in stats)
@@ -296,7 +302,7 @@ def _train(
     out: Path,
     servers: list[tuple[str, str]],
     per_node: int,
-    env_workers: list[tuple[str, Any]],
+    env_workers: list[EnvWorker],
 ) -> int:
     """Run the learner actors (one per learner node), and resuming ones after each loss of any
     of them (module docstring)."""
@@ -319,10 +325,9 @@ def _train(
             )
             where += "".join(f"; server {url} on node {n[:8]}" for url, n in servers)
             if env_workers:
-                wheres = ray.get([actor.where.remote() for _, actor in env_workers])
-                where += f"; {len(env_workers)} env worker(s) on " + ", ".join(wheres)
+                where += f"; {len(env_workers)} env worker(s) on " + ", ".join(w.where for w in env_workers)
             print(f"bench: placed on ray: {where}", file=sys.stderr, flush=True)
-            names = [name for name, _ in env_workers]
+            names = [worker.name for worker in env_workers]
             runs = [
                 a.train.remote(_torchrun(per_node, nodes, i, master) + bench_args, str(out), names)
                 for i, a in enumerate(actors)
@@ -332,9 +337,9 @@ def _train(
         except ray.exceptions.RayActorError as exc:
             for actor in actors:  # one node lost: its peers cannot go on; all start again
                 ray.kill(actor)
-            for _, env_actor in env_workers:  # the lost learner's episodes will not be played on
+            for worker in env_workers:  # the lost learner's episodes will not be played on
                 with contextlib.suppress(Exception):
-                    ray.get(env_actor.close_all.remote(), timeout=60)
+                    ray.get(worker.actor.close_all.remote(), timeout=60)
             reason = (str(exc).strip().splitlines() or ["lost"])[0][:200]
             print(
                 f"bench: a learner was lost ({reason}); resuming from its last checkpoint "

@@ -125,9 +125,9 @@ def is_here(worker: str) -> bool:
 def is_dead_here(worker: str) -> bool:
     """Whether `worker`, a process of this host, no longer exists (one of an earlier boot does not;
     another host's worker: False, this host cannot tell)."""
-    host, boot, pid, start = (worker.split(":") + ["", "", "", ""])[:4]
-    if host != socket.gethostname():
+    if not is_here(worker):
         return False
+    _, boot, pid, start = (worker.split(":") + ["", "", "", ""])[:4]
     if boot != _boot_id() or not pid.isdigit():
         return True  # the machine rebooted since (or the name is not one of ours): no such process
     return _start_time(int(pid)) != start

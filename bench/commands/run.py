@@ -114,12 +114,11 @@ def _placed_resume(args: argparse.Namespace) -> Any:
 
 def _env_workers_need_ray(config: Any) -> None:
     """env_workers are Ray actors: a run not placed on Ray is refused before anything starts
-    (a rank that the Ray placer launched has them)."""
-    if config.env_workers and not is_launched():
-        raise UsageError(
-            f"env_workers={config.env_workers} places the episodes' environments on Ray actors; add "
-            "--cluster ray, or set env_workers=0"
-        )
+    (a rank that the Ray placer launched has them; `on_env_workers` checks it there)."""
+    from bench.rollout.remote_env import refuse_off_ray
+
+    if not is_launched():
+        refuse_off_ray(config.env_workers)
 
 
 def _run_on_ray(args: argparse.Namespace) -> int:

@@ -28,7 +28,8 @@ from bench.errors import RunStopped, UsageError
 ENV_WORKERS_VARIABLE = "BENCH_ENV_WORKERS"
 """The env workers' actor names, comma-separated, that the placer gives the learner."""
 NAMESPACE = "bench"
-"""The Ray namespace of bench's named actors (`bench.ray_placement.NAMESPACE`)."""
+"""The Ray namespace of bench's named actors (learners, env workers; `sweeps.ray_cluster`'s too):
+how a user or a test finds them (`ray.get_actor(name, namespace="bench")`)."""
 
 
 class EnvHost:
@@ -148,6 +149,16 @@ class RemoteEnvTask:
         return getattr(self._task, name)
 
 
+def refuse_off_ray(env_workers: int) -> None:
+    """A one-line UsageError for env workers where no Ray placer started them (nothing when
+    `env_workers` is 0)."""
+    if env_workers:
+        raise UsageError(
+            f"env_workers={env_workers} places the episodes' environments on Ray actors; add "
+            "--cluster ray, or set env_workers=0"
+        )
+
+
 def on_env_workers(task: Any, env_workers: int, environ: Any = None) -> Any:
     """`task` with its episodes' environments on the env workers the placer named (the task
     itself when `env_workers` is 0); a UsageError when none were named (not placed on Ray)."""
@@ -156,10 +167,7 @@ def on_env_workers(task: Any, env_workers: int, environ: Any = None) -> Any:
     environ = os.environ if environ is None else environ
     names = [n for n in environ.get(ENV_WORKERS_VARIABLE, "").split(",") if n]
     if len(names) != env_workers:
-        raise UsageError(
-            f"env_workers={env_workers} places the episodes' environments on Ray actors, which only "
-            "bench run --cluster ray starts; add --cluster ray, or set env_workers=0"
-        )
+        refuse_off_ray(env_workers)
     import ray
 
     if not ray.is_initialized():
