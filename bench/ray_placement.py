@@ -18,8 +18,8 @@ one node (`bench.placement`) but on whichever nodes have room.
   node's bundle again where resources allow) with `bench run --resume`, up to
   `MAX_LEARNER_RESTARTS` times; the run resumes from its last intact checkpoint and its
   events.jsonl records the resume. Servers stay up across learner restarts.
-* **Env workers** (`env_workers = N`): N actors of 1 CPU each, spread by Ray over the nodes with
-  free CPUs, hold the training episodes' environments (`bench.rollout.remote_env`); the learner
+* **Env workers** (`env_workers = N`): N actors of 1 CPU each, started once the learner's and
+  servers' bundles are placed and spread by Ray over the nodes with CPUs left, hold the training episodes' environments (`bench.rollout.remote_env`); the learner
   finds them by name. They stay up across learner restarts (a lost learner's open episodes are
   closed first); each one's episode count is printed when the run ends.
 
@@ -236,7 +236,6 @@ def place_on_ray(
     actors: list[Any] = []  # the servers'
     env_workers: list[EnvWorker] = []
     try:
-        env_workers = _start_env_workers(ray, config, out)
         started: list[tuple[str, str]] = []
         if servers:
             groups.append(
@@ -247,6 +246,9 @@ def place_on_ray(
                 server_cls.options(**_in_bundle(groups[1], i, server_gpus)).remote() for i in range(servers)
             ]
             started = ray.get([a.start.remote(server_model(config), config.engine_slots, tp) for a in actors])
+        # after the learner's and servers' bundles hold their nodes: env workers take the CPUs left
+        # (first, one could take the only CPU of the GPU node a server bundle needs, and it would wait)
+        env_workers = _start_env_workers(ray, config, out)
         first = [*argv, *(["--out", str(out)] if fresh else []), "--no-progress"]
         learners = [_in_bundle(groups[0], i, learner_gpus) for i in range(learner_nodes)]
         code = _train(ray, learners, first, out, started, per_node, env_workers)
