@@ -354,7 +354,13 @@ def validate(config: RunConfig) -> None:
     check_numbers(config)
     check_weight_sync(config)
     if config.eval_every and not config.eval_bench:
-        raise UsageError("eval_every is set but eval_bench is empty; name benchmarks with --eval-bench")
+        from benchmarks import registry as bench_registry
+
+        own = bench_registry.task_benchmark_name(config.task, config.task_args)
+        hint = f" (this task's own held-out set: --eval-bench {own})" if own else ""
+        raise UsageError(
+            f"eval_every is set but eval_bench is empty; name benchmarks with --eval-bench{hint}"
+        )
     check_budgets(config)
     check_lora_unsharded(config, launched_world_size())
     check_engine_and_servers(config)

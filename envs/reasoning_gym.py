@@ -8,6 +8,11 @@ ones get a did-you-mean over the dataset's fields), plus:
 - `size` (default 100,000): the training pool, items 0..size-1 of the training stream;
 - `system_prompt`: a system message before every prompt (needs a chat template).
 
+A config has a benchmark name of its own (`config_name`): `rg:chain_sum@max_digits=1@max_terms=2`,
+the fields in sorted order, each `@field=value` (TOML scalars: numbers, true/false, plain words),
+so a run at an easy setting is evaluated on held-out problems of that setting. A config with a
+list value (e.g. basic_arithmetic's `operators`) cannot be written in a name and has none.
+
 Prompt: the dataset's question, a blank line, then `ANSWER_INSTRUCTION` (reasoning-gym's own
 `<answer>` tag convention). Grading: the text after any thinking (`strip_thinking`), its last
 `<answer>...</answer>` (reasoning-gym's `extract_answer`), scored by `dataset.score_answer`
@@ -26,6 +31,8 @@ from __future__ import annotations
 
 import difflib
 import random
+import re
+import tomllib
 from typing import Any, ClassVar
 
 from envs.base import Env, GradeResult, Problem, SingleTurnEnv, StepResult, Task
@@ -55,6 +62,66 @@ def dataset_names() -> list[str]:
             "rg:<dataset> tasks need reasoning-gym, which is not installed: pip install 'rl-bench[rg]'"
         ) from None
     return sorted(reasoning_gym.factory.DATASETS)
+
+
+CONFIG_MARK = "@"
+"""Separates a dataset and each `field=value` of its config in a benchmark name."""
+_WORD = re.compile(r"[A-Za-z0-9_.+-]+")
+
+
+def _parse_scalar(text: str) -> Any:
+    """A config value of a name: a TOML scalar (int, float, bool), else the word itself."""
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+    return value if isinstance(value, (bool, int, float)) else text
+
+
+def _format_scalar(value: Any) -> str | None:
+    """`value` as written in a name (parsed back to itself by `_parse_scalar`), or None."""
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, (int, float)):
+        text = repr(value)
+    elif isinstance(value, str) and _WORD.fullmatch(value):
+        text = value
+    else:
+        return None
+    return text if _parse_scalar(text) == value and type(_parse_scalar(text)) is type(value) else None
+
+
+def config_name(dataset: str, config: dict[str, Any]) -> str | None:
+    """The benchmark name of `dataset` at `config` (`rg:<dataset>` for the default config; fields
+    sorted), or None where a value cannot be written in a name (a list, a string with spaces)."""
+    parts = [f"{PREFIX}{dataset}"]
+    for key in sorted(config):
+        text = _format_scalar(config[key])
+        if text is None:
+            return None
+        parts.append(f"{key}={text}")
+    return CONFIG_MARK.join(parts)
+
+
+def parse_config_name(name: str) -> tuple[str, dict[str, Any]]:
+    """(dataset, config) of a name `rg:<dataset>[@field=value...]`; ReasoningGymError for a name
+    that is not of this form or not in `config_name`'s order (the message gives that form)."""
+    if not name.startswith(PREFIX):
+        raise ReasoningGymError(f"{name!r} is not a reasoning-gym name (rg:<dataset>[@field=value...])")
+    dataset, *settings = name[len(PREFIX) :].split(CONFIG_MARK)
+    config: dict[str, Any] = {}
+    for setting in settings:
+        key, eq, text = setting.partition("=")
+        if not (key and eq and text) or key in config:
+            raise ReasoningGymError(
+                f"{name!r}: write each setting once as @field=value (e.g. rg:chain_sum@max_terms=2)"
+            )
+        config[key] = _parse_scalar(text)
+    canonical = config_name(dataset, config)
+    if not dataset or canonical != name:
+        hint = f"; write it as {canonical}" if dataset and canonical else ""
+        raise ReasoningGymError(f"{name!r} is not a canonical reasoning-gym name (fields sorted){hint}")
+    return dataset, config
 
 
 def _config_fields(dataset: str) -> list[str]:
@@ -172,5 +239,11 @@ class ReasoningGymTask(Task):
 
     @classmethod
     def benchmark_name(cls, task_args: dict[str, Any]) -> str:
-        """`rg:<dataset>` for the default config (the registered benchmark), else a name of its own."""
-        return f"{PREFIX}{cls.dataset}" if not task_args else f"{PREFIX}{cls.dataset}@custom"
+        """The held-out problems' benchmark at this config (`config_name`; `size` changes only the
+        training pool); a config a name cannot carry (a list value, a system prompt) has a name
+        no benchmark answers to, so its runs name their evaluation with --eval-bench."""
+        config = {k: v for k, v in task_args.items() if k != "size"}
+        unnamed = f"{PREFIX}{cls.dataset}{CONFIG_MARK}custom"
+        if "system_prompt" in config:
+            return unnamed
+        return config_name(cls.dataset, config) or unnamed

@@ -107,6 +107,11 @@ RUN = [
     ),
     (["--task", "rg:chain_sun"], "unknown reasoning-gym dataset 'chain_sun'; did you mean 'rg:chain_sum'?"),
     (["--task", "rg:chain_sum", "--set", "task.min_term=2"], "did you mean 'min_terms'?); valid: size"),
+    (
+        ["--task", "rg:chain_sum", "--set", "task.max_terms=2", "--eval-every", "5"],
+        "name benchmarks with --eval-bench (this task's own held-out set: --eval-bench rg:chain_sum@max_terms=2)",
+    ),
+    (["--eval-every", "5", "--eval-bench", "rg:chain_sum@max_term=2"], "did you mean 'max_terms'?"),
     (["--config", "{typo_yaml}"], "algo.dis_eps_hihg: unknown field of sao (did you mean 'dis_eps_high'?)"),
     (["--set", "enable_thinking=false"], "model 'tiny' has no chat template, which enable_thinking need(s)"),
     (

@@ -1,5 +1,6 @@
 """A reasoning-gym task from the command line: `bench run --task rg:<dataset>` with its config
-trains a few steps, and `bench eval --bench rg:<dataset>` evaluates the checkpoint."""
+trains a few steps, and `bench eval` evaluates the checkpoint on that config's held-out problems
+(`rg:<dataset>@field=value...`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 pytest.importorskip("reasoning_gym")
+
+CONFIGURED = "rg:basic_arithmetic@max_digits=1@max_terms=2"
+"""The benchmark of the run's config (its held-out problems, not the default config's)."""
 
 
 def bench(*args: str) -> subprocess.CompletedProcess:
@@ -46,17 +50,26 @@ def test_a_reasoning_gym_task_trains_and_evaluates(fresh_tiny, tmp_path):
         "max_new_tokens=12",
         "--set",
         "engine_slots=8",
+        "--eval-every",
+        "2",
+        "--eval-bench",
+        CONFIGURED,
+        "--eval-limit",
+        "2",
+        "--set",
+        "eval_k=1",
         "--no-progress",
     )
     assert done.returncode == 0, done.stderr[-2000:]
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in metrics] == [1, 2]
+    assert [m["step"] for m in metrics if "reward/mean" in m] == [1, 2]
+    assert any(f"eval/{CONFIGURED}/avg_at_k" in m for m in metrics), metrics[-1].keys()
     evaluated = bench(
         "eval",
         "--model",
         str(out),
         "--bench",
-        "rg:basic_arithmetic",
+        CONFIGURED,
         "--limit",
         "3",
         "--k",
@@ -68,5 +81,5 @@ def test_a_reasoning_gym_task_trains_and_evaluates(fresh_tiny, tmp_path):
         "--no-progress",
     )
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
-    summary = json.loads((tmp_path / "ev" / "rg:basic_arithmetic.summary.json").read_text())
+    summary = json.loads((tmp_path / "ev" / f"{CONFIGURED}.summary.json").read_text())
     assert summary["n_problems"] == 3

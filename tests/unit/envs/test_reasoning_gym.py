@@ -83,3 +83,76 @@ def test_registered_benchmarks_pin_the_generator_and_play_as_the_task():
     held_out = registry.make("rg:basic_arithmetic").eval_problems(3)
     assert [p.key for p in problems] == [p.key for p in held_out]
     assert registry.get("rg:basic_arithmetic").benchmark_name({}) == "rg:basic_arithmetic"
+
+
+@pytest.mark.parametrize(
+    ("config", "name"),
+    [
+        ({}, "rg:chain_sum"),
+        ({"max_terms": 2, "max_digits": 1}, "rg:chain_sum@max_digits=1@max_terms=2"),
+        ({"allow_negation": False, "size": 50}, "rg:chain_sum@allow_negation=false"),
+        ({"max_value": 0.5}, "rg:chain_sum@max_value=0.5"),
+        ({"style": "plain"}, "rg:chain_sum@style=plain"),
+        # what a name cannot carry: a list, a string that reads as a number or has a space
+        ({"operators": ["+", "-"]}, "rg:chain_sum@custom"),
+        ({"style": "12"}, "rg:chain_sum@custom"),
+        ({"style": "a b"}, "rg:chain_sum@custom"),
+        ({"system_prompt": "Be brief."}, "rg:chain_sum@custom"),
+    ],
+)
+def test_a_config_has_a_benchmark_name_that_reads_back_as_that_config(config, name):
+    from envs.reasoning_gym import parse_config_name
+
+    assert registry.get("rg:chain_sum").benchmark_name(config) == name
+    if not name.endswith("@custom"):
+        expected = {k: v for k, v in config.items() if k != "size"}
+        parsed = parse_config_name(name)
+        assert parsed == ("chain_sum", expected)
+        assert [type(v) for v in parsed[1].values()] == [type(v) for v in expected.values()]
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("rg:chain_sum@max_terms=2@max_digits=1", "write it as rg:chain_sum@max_digits=1@max_terms=2"),
+        ("rg:chain_sum@max_terms", "write each setting once as @field=value"),
+        ("rg:chain_sum@max_terms=2@max_terms=3", "write each setting once"),
+        ("rg:chain_sum@max_term=2", "did you mean 'max_terms'"),
+        ("rg:chain_sum@max_terms=0", "max_terms must be >= min_terms"),
+        ("rg:chain_sun@max_terms=2", "did you mean 'rg:chain_sum'"),
+    ],
+)
+def test_a_bad_benchmark_name_is_one_line_naming_the_fix(name, message):
+    from benchmarks import registry as benchmarks
+
+    with pytest.raises(benchmarks.UnknownBenchmarkError, match=message) as caught:
+        benchmarks.check(name)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_configured_benchmark_holds_out_that_configs_problems_and_plays_as_its_task():
+    """The benchmark a run at an easy config is evaluated on: the held-out problems of that config
+    (not the default config's), played as an episode of the task at that config."""
+    from benchmarks import registry as benchmarks
+
+    name = benchmarks.task_benchmark_name("rg:basic_arithmetic", {**SMALL, "size": 500})
+    assert name == (
+        "rg:basic_arithmetic@allow_negation=false@allow_parentheses=false@max_digits=1@max_terms=2@min_terms=2"
+    )
+    spec = benchmarks.get(name)
+    assert spec.name == name and "max_digits=1" in spec.source.describe()
+    problems = spec.load(limit=5)
+    task = registry.make("rg:basic_arithmetic", **SMALL)
+    assert [p.prompt for p in problems] == [p.prompt for p in task.eval_problems(5)]
+    assert [p.prompt for p in problems] != [
+        p.prompt for p in registry.make("rg:basic_arithmetic").eval_problems(5)
+    ]
+    played = spec.episode_task(problems)
+    assert played.config == SMALL
+    env = played.make_env(problems[0])
+    asyncio.run(env.reset())
+    result = asyncio.run(env.step(f"<answer>{problems[0].answer}</answer>"))
+    assert result.reward == 1.0
+    # a run of another dataset, or of a config with a list value, has no benchmark of its own
+    assert benchmarks.task_benchmark_name("rg:gcd", {"max_value": 50}) == "rg:gcd@max_value=50"
+    assert benchmarks.task_benchmark_name("rg:basic_arithmetic", {"operators": ["+"]}) is None
