@@ -80,8 +80,7 @@ def start_rollouts(config: RunConfig, task: Any, tokenizer: Any, learner: Learne
         rollout_urls=rollout_urls(config),
     )
     previous_threads = _leave_cores_for_the_engine(engine, dist)
-    engine.update_weights(policy_weights(learner), learner.version)
-    dist.barrier()  # no rank samples before the engines (an inference server: rank 0's push) hold it
+    synced_version = push_policy(engine, learner)  # no rank samples before the engines hold it
     worker = EngineWorker(engine)
     sampling = SamplingParams(
         temperature=config.temperature,
@@ -105,7 +104,16 @@ def start_rollouts(config: RunConfig, task: Any, tokenizer: Any, learner: Learne
         first_group_id=learner.step * 1_000_000,
     )
     producer.start()
-    return Rollouts(engine, worker, producer, sampling, previous_threads, learner.version)
+    return Rollouts(engine, worker, producer, sampling, previous_threads, synced_version)
+
+
+def push_policy(engine: Any, learner: Learner) -> int:
+    """Send the current policy to `engine` and wait until every rank may sample from it (an
+    inference server is updated by rank 0's push; every rank takes part in the gather); returns
+    the version the engine now holds."""
+    engine.update_weights(policy_weights(learner), learner.version)
+    learner.dist.barrier()
+    return learner.version
 
 
 def train(parts: RunParts, run: RunDir, resume: Path | None = None, progress: bool = True) -> dict[str, Any]:
@@ -218,9 +226,7 @@ def _servers_hold_the_policy(config: RunConfig, learner: Learner, rollouts: Roll
     weight-sync cadence left them behind (every rank takes part in the gather)."""
     if config.engine != "http" or rollouts.synced_version == learner.version:
         return
-    rollouts.engine.update_weights(policy_weights(learner), learner.version)
-    learner.dist.barrier()
-    rollouts.synced_version = learner.version
+    rollouts.synced_version = push_policy(rollouts.engine, learner)
 
 
 def _http_engine_args(config: RunConfig, dist: Any) -> dict[str, Any]:
@@ -291,9 +297,7 @@ def _one_step(
     )
     record.update(_train_step(config, engine, learner, batch))
     if learner.version - rollouts.synced_version >= config.weight_sync_every:  # others still in flight
-        engine.update_weights(policy_weights(learner), learner.version)
-        learner.dist.barrier()  # an inference server updated by rank 0: the others wait for it
-        rollouts.synced_version = learner.version
+        rollouts.synced_version = push_policy(engine, learner)
     if sync:
         producer.release(n)
     if run is not None:
