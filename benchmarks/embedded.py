@@ -16,7 +16,6 @@ from typing import Any
 
 from benchmarks.base import BenchmarkSpec, BuiltinSource, SamplingDefaults
 from envs.base import Grader, Problem
-from envs.math.graders import grade_integer
 from envs.splits import Split
 
 ARITH_N = 1000
@@ -98,22 +97,45 @@ def _task_factory(task_name: str, task_args: dict[str, Any]):
     return make
 
 
-def arith(n: int = ARITH_N, name: str = "arith", split: Split = Split.TEST) -> BenchmarkSpec:
-    """`arith`: 1,000 fixed chains of the arith task's test bucket, graded by `grade_integer`."""
+def arith(
+    n: int = ARITH_N, name: str = "arith", split: Split = Split.TEST, task_args: dict[str, Any] | None = None
+) -> BenchmarkSpec:
+    """`arith`: 1,000 fixed chains of the arith task's test bucket, graded by `grade_integer`;
+    with `task_args` (`ArithTask.EVAL_ARGS`), the held-out chains and grading of that config."""
     from envs.arith import ArithTask
 
+    task = ArithTask(**(task_args or {}))
+    shown = ", ".join(f"{k}={v}" for k, v in sorted((task_args or {}).items()))
     return task_benchmark(
         "arith",
         n=n,
         name=name,
         split=split,
+        task_args=task_args,
         version=2,  # 2: the test bucket of a partition by content (disjoint from training), 1,000 chains
-        description=f"arith task held-out {split} set: {n} single-digit +/- chains, disjoint from "
-        "training by content, integer answers",
-        grader=grade_integer,
+        description=f"arith task held-out {split} set: {n} single-digit +/- chains"
+        + (f" ({shown})" if shown else "")
+        + ", disjoint from training by content, integer answers",
+        grader=task.grader,
         sampling=SamplingDefaults(temperature=1.0, top_p=1.0, max_new_tokens=ArithTask.max_new_tokens, k=4),
         breakdown="n_operands",
     )
+
+
+def configured_arith(name: str) -> BenchmarkSpec:
+    """The benchmark a name `arith@field=value...` stands for: the held-out chains of that
+    config (fields of `ArithTask.EVAL_ARGS` only); ValueError for any other name or field."""
+    from envs.arith import ArithTask
+    from envs.config_names import parse_config_name
+
+    base, config = parse_config_name(name)
+    unknown = sorted(set(config) - set(ArithTask.EVAL_ARGS))
+    if base != "arith" or unknown:
+        raise ValueError(
+            f"{name!r}: {', '.join(unknown) or base} does not change arith's held-out problems; "
+            f"valid fields: {', '.join(ArithTask.EVAL_ARGS)}"
+        )
+    return arith(name=name, task_args=config)
 
 
 AGENT_N = 200

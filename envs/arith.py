@@ -10,10 +10,14 @@ lengths (what asynchronous training exploits) and deliberate headroom for RL.
 
 from __future__ import annotations
 
+import inspect
 import random
+from enum import StrEnum
+from typing import Any, ClassVar
 
-from envs.base import Env, Message, Problem, SingleTurnEnv, Task
-from envs.math.graders import grade_integer
+from envs.base import Env, Grader, Message, Problem, SingleTurnEnv, Task
+from envs.config_names import config_name
+from envs.math.graders import grade_integer, grade_last_integer
 from envs.splits import ContentSplit, Split, held_out_split
 
 _ERROR_OFFSETS = (-2, -1, 1, 2)
@@ -58,6 +62,21 @@ def worked_solution(
     return "\n".join(lines)
 
 
+class ArithGrading(StrEnum):
+    """How an arith answer is read: `marked` (`grade_integer`: `Answer: N`, `\\boxed{N}`, `answer
+    is N`; the tiny model's convention) or `last-number` (`grade_last_integer`: the last number
+    written, for small instruct models that answer `7 + 5 = 12` and follow no answer format)."""
+
+    MARKED = "marked"
+    LAST_NUMBER = "last-number"
+
+
+GRADERS: dict[ArithGrading, Grader] = {
+    ArithGrading.MARKED: grade_integer,
+    ArithGrading.LAST_NUMBER: grade_last_integer,
+}
+
+
 class ArithTask(Task):
     """Integer arithmetic chains such as `7+5-3+8=?`, answered with a scratchpad.
 
@@ -66,8 +85,11 @@ class ArithTask(Task):
     counts failures before the first success: P(K = k) = (1 - p_more)^k * p_more. With
     the default p_more = 0.35: 35% of problems have 2 operands, mean about 3.9, ~7.5% have
     8 or more, ~1.3% hit the cap of 12. Response length grows linearly with the operand
-    count, so the length distribution is heavy-tailed. Grading: `grade_integer` on the
-    completion (the `Answer: N` line); reward 1 if exact.
+    count, so the length distribution is heavy-tailed. Grading (`grading`, `ArithGrading`):
+    `grade_integer` on the completion (the `Answer: N` line) by default, or the last number
+    written (`last-number`, for instruct models that follow no answer format: an echo of the
+    prompt then scores where the answer equals the last operand, e.g. `6-3` or `5-5+3`: ~3% of
+    2- and 3-operand chains, tested); reward 1 if exact.
 
     Base-checkpoint recipe (deliberate): `demonstrations` are NOISY. Each intermediate
     step's result is wrong with probability `demo_error_rate` (default 0.15; off by +-1 or
@@ -106,6 +128,8 @@ class ArithTask(Task):
     """
 
     name = "arith"
+    EVAL_ARGS: ClassVar[tuple[str, ...]] = ("grading", "max_operands", "p_more")
+    """The arguments that change the held-out problems or their grading (`benchmark_name`)."""
     summary = "single-digit +/- chains with a scratchpad, heavy-tailed lengths, noisy demonstrations"
     default_runtime = "none"
     max_new_tokens = 160
@@ -119,8 +143,11 @@ class ArithTask(Task):
         max_operands: int = 12,
         p_more: float = 0.35,
         demo_p_more: float = 0.15,
+        grading: str = ArithGrading.MARKED,
     ):
         """See the class docstring for the meaning of each argument."""
+        if grading not in tuple(ArithGrading):
+            raise ValueError(f"grading: invalid value {grading!r}; valid: {', '.join(ArithGrading)}")
         if not 0.0 <= demo_error_rate <= 1.0:
             raise ValueError(f"demo_error_rate must be in [0, 1], got {demo_error_rate}")
         if max_operands < 2:
@@ -132,6 +159,7 @@ class ArithTask(Task):
         self.max_operands = max_operands
         self.p_more = p_more
         self.demo_p_more = demo_p_more
+        self.grading = ArithGrading(grading)
 
     def _length(self, rng: random.Random, p_more: float) -> int:
         """An operand count that continues past 2 with probability 1 - `p_more` (capped)."""
@@ -179,9 +207,24 @@ class ArithTask(Task):
         tag = "eval" if bucket is Split.TEST else "val"
         return [self._problem(f"arith-{tag}{seed}-{i:06d}", *self._draw_in(bucket, rng)) for i in range(n)]
 
+    @property
+    def grader(self) -> Grader:
+        """The grader of `grading` (the episodes' and the benchmark's)."""
+        return GRADERS[self.grading]
+
     def make_env(self, problem: Problem) -> Env:
-        """A single-turn episode graded by `grade_integer`."""
-        return SingleTurnEnv(problem, grade_integer)
+        """A single-turn episode graded by `grader`."""
+        return SingleTurnEnv(problem, self.grader)
+
+    @classmethod
+    def benchmark_name(cls, task_args: dict[str, Any]) -> str:
+        """`arith` at the default held-out config, else the held-out problems' own benchmark
+        (`arith@grading=last-number@max_operands=3`): only `EVAL_ARGS` change what is evaluated
+        and how it is graded; a value equal to its default is left out."""
+        defaults = {k: v.default for k, v in inspect.signature(cls.__init__).parameters.items()}
+        config = {k: v for k, v in task_args.items() if k in cls.EVAL_ARGS and v != defaults.get(k)}
+        named = config_name(cls.name, {k: str(v) if k == "grading" else v for k, v in config.items()})
+        return named or f"{cls.name}@custom"
 
     def demonstrations(self, rng: random.Random, n: int) -> list[list[Message]]:
         """`n` noisy [user, assistant] conversations on train-bucket chains of the demonstration

@@ -8,10 +8,10 @@ ones get a did-you-mean over the dataset's fields), plus:
 - `size` (default 100,000): the training pool, items 0..size-1 of the training stream;
 - `system_prompt`: a system message before every prompt (needs a chat template).
 
-A config has a benchmark name of its own (`config_name`): `rg:chain_sum@max_digits=1@max_terms=2`,
-the fields in sorted order, each `@field=value` (TOML scalars: numbers, true/false, plain words),
+A config has a benchmark of its own (`envs.config_names`): `rg:chain_sum@max_digits=1@max_terms=2`,
 so a run at an easy setting is evaluated on held-out problems of that setting. A config with a
-list value (e.g. basic_arithmetic's `operators`) cannot be written in a name and has none.
+list value (e.g. basic_arithmetic's `operators`) or a system prompt cannot be written in a name
+and has none.
 
 Prompt: the dataset's question, a blank line, then `ANSWER_INSTRUCTION` (reasoning-gym's own
 `<answer>` tag convention). Grading: the text after any thinking (`strip_thinking`), its last
@@ -31,11 +31,10 @@ from __future__ import annotations
 
 import difflib
 import random
-import re
-import tomllib
 from typing import Any, ClassVar
 
 from envs.base import Env, GradeResult, Problem, SingleTurnEnv, StepResult, Task
+from envs.config_names import CONFIG_MARK, config_name
 from envs.math.graders import strip_thinking
 from envs.splits import ContentSplit, Split, held_out_split
 
@@ -62,66 +61,6 @@ def dataset_names() -> list[str]:
             "rg:<dataset> tasks need reasoning-gym, which is not installed: pip install 'rl-bench[rg]'"
         ) from None
     return sorted(reasoning_gym.factory.DATASETS)
-
-
-CONFIG_MARK = "@"
-"""Separates a dataset and each `field=value` of its config in a benchmark name."""
-_WORD = re.compile(r"[A-Za-z0-9_.+-]+")
-
-
-def _parse_scalar(text: str) -> Any:
-    """A config value of a name: a TOML scalar (int, float, bool), else the word itself."""
-    try:
-        value = tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-    return value if isinstance(value, (bool, int, float)) else text
-
-
-def _format_scalar(value: Any) -> str | None:
-    """`value` as written in a name (parsed back to itself by `_parse_scalar`), or None."""
-    if isinstance(value, bool):
-        text = "true" if value else "false"
-    elif isinstance(value, (int, float)):
-        text = repr(value)
-    elif isinstance(value, str) and _WORD.fullmatch(value):
-        text = value
-    else:
-        return None
-    return text if _parse_scalar(text) == value and type(_parse_scalar(text)) is type(value) else None
-
-
-def config_name(dataset: str, config: dict[str, Any]) -> str | None:
-    """The benchmark name of `dataset` at `config` (`rg:<dataset>` for the default config; fields
-    sorted), or None where a value cannot be written in a name (a list, a string with spaces)."""
-    parts = [f"{PREFIX}{dataset}"]
-    for key in sorted(config):
-        text = _format_scalar(config[key])
-        if text is None:
-            return None
-        parts.append(f"{key}={text}")
-    return CONFIG_MARK.join(parts)
-
-
-def parse_config_name(name: str) -> tuple[str, dict[str, Any]]:
-    """(dataset, config) of a name `rg:<dataset>[@field=value...]`; ReasoningGymError for a name
-    that is not of this form or not in `config_name`'s order (the message gives that form)."""
-    if not name.startswith(PREFIX):
-        raise ReasoningGymError(f"{name!r} is not a reasoning-gym name (rg:<dataset>[@field=value...])")
-    dataset, *settings = name[len(PREFIX) :].split(CONFIG_MARK)
-    config: dict[str, Any] = {}
-    for setting in settings:
-        key, eq, text = setting.partition("=")
-        if not (key and eq and text) or key in config:
-            raise ReasoningGymError(
-                f"{name!r}: write each setting once as @field=value (e.g. rg:chain_sum@max_terms=2)"
-            )
-        config[key] = _parse_scalar(text)
-    canonical = config_name(dataset, config)
-    if not dataset or canonical != name:
-        hint = f"; write it as {canonical}" if dataset and canonical else ""
-        raise ReasoningGymError(f"{name!r} is not a canonical reasoning-gym name (fields sorted){hint}")
-    return dataset, config
 
 
 def _config_fields(dataset: str) -> list[str]:
@@ -246,4 +185,4 @@ class ReasoningGymTask(Task):
         unnamed = f"{PREFIX}{cls.dataset}{CONFIG_MARK}custom"
         if "system_prompt" in config:
             return unnamed
-        return config_name(cls.dataset, config) or unnamed
+        return config_name(f"{PREFIX}{cls.dataset}", config) or unnamed

@@ -5,6 +5,8 @@ Every grader takes the model's full completion text and the reference answer and
 example, how many answers needed the string fallback.
 
 - `grade_integer`: integer answers (arith, AIME-style, BeyondAIME, integer IMOAnswerBench rows).
+- `grade_last_integer`: the last integer written, for small instruct models that answer
+  `7 + 5 = 12` and follow no answer format (opt-in: the arith task's `grading="last-number"`).
 - `grade_gsm8k`: GSM8K, reference after `#### `, numeric comparison.
 - `grade_symbolic`: IMOAnswerBench-style answers (expressions, fractions, sets, intervals,
   tuples, functions) through math-verify, with an explicit normalised-string fallback.
@@ -13,7 +15,8 @@ Choices made here (documented because they change scores):
 1. The final answer is what `extract_final_answer` returns: the last `\\boxed{}`/`\\fbox{}`,
    else the last `Answer: X` / `answer is X` / `#### X` (rest of that line). Nothing else;
    in particular no "last number in the text" guess (a completion without a marked answer is
-   graded wrong with method `no-answer`). Thinking is never read for the answer
+   graded wrong with method `no-answer`) except in `grade_last_integer`, which is only that
+   guess and is asked for by name. Thinking is never read for the answer
    (`strip_thinking`: only the text after the last `</think>` counts; a `<think>` never closed
    leaves no answer), so a box inside a thinking model's reasoning does not score.
 2. math-verify is called with its timeouts disabled: its signal-based timeouts raise outside
@@ -175,6 +178,25 @@ def grade_integer(completion: str, answer: str | int) -> GradeResult:
     value = _parse_number(extracted)
     correct = value is not None and value.denominator == 1 and value == gold
     return GradeResult(correct, extracted, "integer")
+
+
+_LAST_NUMBER_RE = re.compile(r"(?<![\w.])(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)(?!\w)")
+"""A number standing alone: a sign only where no operand precedes it (`9-2` is 9 and 2, `= -2`
+is -2), no digits glued to letters (`3rd`, `x2`), thousands commas, a decimal part."""
+
+
+def grade_last_integer(completion: str, answer: str | int) -> GradeResult:
+    """Grade by the last number of the completion after any thinking (lm-eval-harness's
+    "flexible extract"): correct when it is the integer `answer`. One number is read, so a list
+    of guesses scores only its last; a decimal such as `17.5` is wrong; no number: `no-answer`."""
+    gold = _parse_number(str(answer))
+    if gold is None or gold.denominator != 1:
+        raise ValueError(f"grade_last_integer: reference answer {answer!r} is not an integer")
+    numbers = _LAST_NUMBER_RE.findall(strip_thinking(completion))
+    if not numbers:
+        return GradeResult(False, None, "no-answer")
+    value = Fraction(numbers[-1].replace(",", ""))
+    return GradeResult(value == gold, numbers[-1], "last-number")
 
 
 def gsm8k_reference(answer: str) -> Fraction:

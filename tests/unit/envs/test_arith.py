@@ -219,3 +219,36 @@ def test_no_demonstration_is_a_test_or_validation_chain(task):
     validation = {p.prompt for p in ArithTask().eval_problems(200, split=Split.VALIDATION)}
     assert not {demo[0]["content"] for demo in demos} & (test | validation)
     assert task.demonstrations_version == 2
+
+
+def test_last_number_grading_is_asked_for_and_bounded_against_an_echo_of_the_prompt():
+    """`grading="last-number"` scores `7 + 5 = 12` where the default needs a marked answer; an
+    echo of the prompt (`6-3=?`) scores only where the answer equals the last operand: a few
+    per cent of short chains, which the task's docstring states."""
+    problem = ArithTask().eval_problems(1)[0]
+    plain = problem.prompt.removesuffix("=?\n") + f" = {problem.answer}"
+    assert not run_episode(ArithTask(), problem, plain)[1].reward
+    assert run_episode(ArithTask(grading="last-number"), problem, plain)[1].reward == 1.0
+    task = ArithTask(grading="last-number", max_operands=3)
+    problems = task.eval_problems(2000)
+    echoed = [p for p in problems if task.grader(p.prompt, p.answer).correct]
+    assert 0.01 < len(echoed) / len(problems) < 0.05
+    assert all(p.answer == str(p.meta["operands"][-1]) for p in echoed)
+    with pytest.raises(ValueError, match="grading: invalid value 'loose'; valid: marked, last-number"):
+        ArithTask(grading="loose")
+
+
+def test_a_config_that_changes_the_held_out_chains_has_a_benchmark_of_its_own():
+    from benchmarks import registry as benchmarks
+
+    assert ArithTask.benchmark_name({"demo_error_rate": 0.0, "max_operands": 12}) == "arith"
+    name = ArithTask.benchmark_name({"max_operands": 3, "grading": "last-number", "demo_error_rate": 0.0})
+    assert name == "arith@grading=last-number@max_operands=3"
+    assert benchmarks.task_benchmark_name("arith", {"max_operands": 3, "grading": "last-number"}) == name
+    spec = benchmarks.get(name)
+    task = ArithTask(max_operands=3, grading="last-number")
+    assert spec.load(limit=50) == task.eval_problems(50)
+    assert spec.grader is task.grader
+    assert benchmarks.get("arith").load(limit=50) != spec.load(limit=50)
+    with pytest.raises(benchmarks.UnknownBenchmarkError, match="valid fields: grading, max_operands, p_more"):
+        benchmarks.check("arith@demo_error_rate=0.1")

@@ -218,3 +218,32 @@ def test_grade_symbolic_from_a_thread():
     assert not errors, errors
     assert [r.correct for r in results] == [True, True]
     assert results[0].method == "math-verify"
+
+
+LAST_NUMBER = [
+    ("7 + 5 = 12", "12", True),
+    ("7 + 5 = 12.", "12", True),
+    ("The answer is -4", "-4", True),
+    ("x = -2", "-2", True),
+    # an operator is no sign: 9-2 reads 9 and 2
+    ("9-2", "-2", False),
+    ("9-2", "2", True),
+    # attacks: a list of guesses scores its last only; a thought is not read; a decimal is wrong
+    ("5 or 6 or 7", "5", False),
+    ("5 or 6 or 7", "7", True),
+    ("<think>12</think> so 11", "12", False),
+    ("17.5", "17", False),
+    ("12abc", "12", False),
+    ("the 3rd one", "3", False),
+    ("1,234 apples", "1234", True),
+    ("no number", "1", False),
+]
+
+
+@pytest.mark.parametrize(("completion", "answer", "correct"), LAST_NUMBER)
+def test_last_number_grading_reads_one_number_standing_alone(completion, answer, correct):
+    from envs.math.graders import grade_last_integer
+
+    result = grade_last_integer(completion, answer)
+    assert result.correct is correct
+    assert result.method == ("no-answer" if result.extracted is None else "last-number")

@@ -101,13 +101,13 @@ def test_registered_benchmarks_pin_the_generator_and_play_as_the_task():
     ],
 )
 def test_a_config_has_a_benchmark_name_that_reads_back_as_that_config(config, name):
-    from envs.reasoning_gym import parse_config_name
+    from envs.config_names import parse_config_name
 
     assert registry.get("rg:chain_sum").benchmark_name(config) == name
     if not name.endswith("@custom"):
         expected = {k: v for k, v in config.items() if k != "size"}
         parsed = parse_config_name(name)
-        assert parsed == ("chain_sum", expected)
+        assert parsed == ("rg:chain_sum", expected)
         assert [type(v) for v in parsed[1].values()] == [type(v) for v in expected.values()]
 
 
@@ -115,6 +115,7 @@ def test_a_config_has_a_benchmark_name_that_reads_back_as_that_config(config, na
     ("name", "message"),
     [
         ("rg:chain_sum@max_terms=2@max_digits=1", "write it as rg:chain_sum@max_digits=1@max_terms=2"),
+        ("rg:chain_sum@", "write each setting once as @field=value"),
         ("rg:chain_sum@max_terms", "write each setting once as @field=value"),
         ("rg:chain_sum@max_terms=2@max_terms=3", "write each setting once"),
         ("rg:chain_sum@max_term=2", "did you mean 'max_terms'"),
