@@ -8,6 +8,8 @@ import pytest
 
 # Short arith problems keep rollouts (and so these tests) fast.
 TASK_ARGS = {"max_operands": 2}
+OWN_BENCHMARK = "arith@max_operands=2"
+"""The held-out chains of TASK_ARGS: what `bench compare` evaluates when no benchmark is named."""
 
 
 @pytest.fixture(scope="session", autouse=True)

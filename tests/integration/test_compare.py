@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import TASK_ARGS
+from tests.integration.conftest import OWN_BENCHMARK, TASK_ARGS
 from tests.integration.journal_cuts import TEARS, tear
 from tests.integration.test_cli_run import REPO, _assert_no_process_mentions, _env
 from tests.requires import POSTGRES_URL_VARIABLE
@@ -89,7 +89,7 @@ def _assert_each_run_completed_once(out: Path, runs: list[str], storage: str = "
         status = json.loads((out / "status" / f"{run}.json").read_text())
         assert status["state"] == "finished", status
         assert _steps(out, run) == [1, 2, 3]
-        assert (out / "runs" / run / "evals" / "final" / "arith.jsonl").exists()
+        assert (out / "runs" / run / "evals" / "final" / f"{OWN_BENCHMARK}.jsonl").exists()
 
 
 def _tensorboard_scalars(path: Path) -> set[str]:
@@ -111,13 +111,13 @@ def test_two_workers_finish_the_grid_once_and_the_report_is_written(base_checkpo
         scalars = _tensorboard_scalars(out / "tensorboard" / "sao" / "s1")
         assert {
             "reward/mean",
-            "final/arith/avg_at_k",
-            "report/arith/score",
-            "report/arith/diff_vs_grpo",
+            f"final/{OWN_BENCHMARK}/avg_at_k",
+            f"report/{OWN_BENCHMARK}/score",
+            f"report/{OWN_BENCHMARK}/diff_vs_grpo",
         } <= scalars
     assert "sao" in res.stdout and "vs grpo" in res.stdout and "report:" in res.stdout
     # off a terminal the live view is one line per event, read from the runs' files
-    assert "] sao-s0: running" in res.stdout and "] grpo-s1: finished: arith " in res.stdout
+    assert "] sao-s0: running" in res.stdout and f"] grpo-s1: finished: {OWN_BENCHMARK} " in res.stdout
     for name in ("scores", "differences", "budget", "runs", "per_seed"):
         for ext in ("md", "csv", "tex"):
             assert (out / "report" / "tables" / f"{name}.{ext}").stat().st_size > 0
@@ -180,7 +180,7 @@ def test_a_torn_journal_is_repaired_and_the_comparison_resumes_without_losing_a_
     cmd = [*_args(base_checkpoint, out, "--workers", "1", algos="sao", seeds="1"), "--no-report"]
     res = _compare(*cmd)
     assert res.returncode == 0, res.stdout + res.stderr
-    records = (out / "runs" / "sao-s0" / "evals" / "final" / "arith.jsonl").read_bytes()
+    records = (out / "runs" / "sao-s0" / "evals" / "final" / f"{OWN_BENCHMARK}.jsonl").read_bytes()
     for where in TEARS:
         left = tear(out / "study.journal", where)
         res = _compare(*cmd)
@@ -190,7 +190,7 @@ def test_a_torn_journal_is_repaired_and_the_comparison_resumes_without_losing_a_
         _assert_each_run_completed_once(out, ["sao-s0"])
         events = out / "runs" / "sao-s0" / "events.jsonl"
         assert not events.exists() or '"resume"' not in events.read_text(), where  # never trained again
-        assert (out / "runs" / "sao-s0" / "evals" / "final" / "arith.jsonl").read_bytes() == records
+        assert (out / "runs" / "sao-s0" / "evals" / "final" / f"{OWN_BENCHMARK}.jsonl").read_bytes() == records
     assert all(json.loads(line) for line in (out / "study.journal").read_bytes().splitlines())
 
 

@@ -28,6 +28,14 @@ def _on_cluster(cluster, cmd: list[str], *extra: str) -> list[str]:
     return [*cmd, "--cluster", "ray", "--ray-address", cluster.address, "--cpus-per-run", "0.5", *extra]
 
 
+LOST_RUN_STEPS = 20
+"""Steps of the runs that lose their node or driver after their first checkpoint (8 trajectories
+each): enough left after the loss that the run is still going when it lands (a step takes 1-3 s
+here), few enough that the tests cost tens of seconds, not minutes."""
+PLACED_STEPS = 12
+"""Steps of the placed runs whose learner actor is killed after the first checkpoint (same why)."""
+
+
 def _run(cmd: list[str], timeout: int = 900) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=timeout)
 
@@ -67,14 +75,15 @@ def _assert_resumed_once_to(run_dir: Path, last_step: int) -> None:
 def _placed_run_with_a_learner_killed(
     cluster, base: Path, out: Path, placement: list[str], node_rank: int
 ) -> str:
-    """`bench run --cluster ray` of 30 GRPO steps with `placement`; the learner actor of
+    """`bench run --cluster ray` of PLACED_STEPS GRPO steps with `placement`; the learner actor of
     `node_rank` killed after the first checkpoint; the placing process's stderr once it ended."""
     import ray
 
     from bench.ray_placement import NAMESPACE, learner_actor_name
     from tests.integration.test_cli_run import _common
 
-    cmd = [sys.executable, "-m", "bench.cli", "run", "--algo", "grpo", "--steps", "30", "--out", str(out)]
+    cmd = [sys.executable, "-m", "bench.cli", "run", "--algo", "grpo", "--steps", str(PLACED_STEPS)]
+    cmd += ["--out", str(out)]
     cmd += [*_common(base), *placement]
     cmd += ["--set", "trajectories_per_step=16", "--set", "algo.group_size=4", "--set", "checkpoint_every=1"]
     cmd += ["--cluster", "ray", "--ray-address", cluster.address]
@@ -136,7 +145,7 @@ def test_the_readme_recipe_ray_job_submit_runs_a_comparison(ray_cluster, base_ch
 
 def test_a_lost_node_is_survived_and_the_run_resumed(ray_cluster, base_checkpoint, tmp_path):
     out = tmp_path / "cmp"
-    cmd = compare_args(base_checkpoint, out, algos="grpo", seeds="1", budget=400)
+    cmd = compare_args(base_checkpoint, out, algos="grpo", seeds="1", budget=8 * LOST_RUN_STEPS)
     proc = subprocess.Popen(
         _on_cluster(ray_cluster, cmd),
         cwd=REPO,
@@ -161,7 +170,7 @@ def test_a_lost_node_is_survived_and_the_run_resumed(ray_cluster, base_checkpoin
     status = json.loads(status_file.read_text())
     assert status["state"] == "finished" and status["attempts"] == 2, status
     assert _gpus(status["where"])[0] != node_prefix  # finished elsewhere
-    _assert_resumed_once_to(run_dir, 50)
+    _assert_resumed_once_to(run_dir, LOST_RUN_STEPS)
     trials = [t for t in _trials(out) if t.user_attrs.get("run") == "grpo-s0"]
     assert [t.state.name for t in trials] == ["COMPLETE"], trials
     assert replacement is not None
@@ -171,7 +180,8 @@ def test_a_killed_driver_is_resumed_by_the_same_command(ray_cluster, base_checkp
     # Ray ends the dead driver's tasks (and their runs die with them); the next driver finds the
     # claim's holder gone, takes the run over and resumes it: trained once, nothing lost
     out = tmp_path / "cmp"
-    cmd = _on_cluster(ray_cluster, compare_args(base_checkpoint, out, algos="grpo", seeds="1", budget=400))
+    budget = 8 * LOST_RUN_STEPS
+    cmd = _on_cluster(ray_cluster, compare_args(base_checkpoint, out, algos="grpo", seeds="1", budget=budget))
     driver = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run_dir = out / "runs" / "grpo-s0"
     _until_a_checkpoint(driver, run_dir)
@@ -182,7 +192,7 @@ def test_a_killed_driver_is_resumed_by_the_same_command(ray_cluster, base_checkp
     status = json.loads((out / "status" / "grpo-s0.json").read_text())
     assert status["state"] == "finished" and status["attempts"] == 2, status
     steps = _steps(run_dir)
-    assert steps == sorted(set(steps)) and steps[-1] == 50, steps
+    assert steps == sorted(set(steps)) and steps[-1] == LOST_RUN_STEPS, steps
     trials = [t for t in _trials(out) if t.user_attrs.get("run") == "grpo-s0"]
     assert [t.state.name for t in trials] == ["FAIL", "COMPLETE"], (
         trials
@@ -320,10 +330,10 @@ def test_one_run_placed_across_nodes_resumes_after_its_learner_is_killed(
     env_node = placed[0].split("1 env worker(s) on ")[1].split(" node ")[1]
     assert len({learner_node, server_node, env_node}) == 3, placed[0]
     assert "a learner was lost" in err
-    _assert_resumed_once_to(out, 30)
+    _assert_resumed_once_to(out, PLACED_STEPS)
     served = [line for line in err.splitlines() if line.startswith("bench: env workers: ")]
     assert len(served) == 1 and f"node {env_node}: " in served[0], err[-3000:]
-    assert int(served[0].rsplit(": ", 1)[1].split()[0]) >= 30 * 16, (
+    assert int(served[0].rsplit(": ", 1)[1].split()[0]) >= PLACED_STEPS * 16, (
         served
     )  # every step's episodes, both ranks'
 
@@ -343,4 +353,4 @@ def test_learner_ranks_over_two_nodes_form_one_world_and_resume_together(
     assert len(set(nodes)) == 2, placed[0]  # one rank on each of two nodes
     config = json.loads((out / "config.json").read_text())
     assert config["world_size"] == 2
-    _assert_resumed_once_to(out, 30)
+    _assert_resumed_once_to(out, PLACED_STEPS)
