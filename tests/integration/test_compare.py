@@ -190,7 +190,9 @@ def test_a_torn_journal_is_repaired_and_the_comparison_resumes_without_losing_a_
         _assert_each_run_completed_once(out, ["sao-s0"])
         events = out / "runs" / "sao-s0" / "events.jsonl"
         assert not events.exists() or '"resume"' not in events.read_text(), where  # never trained again
-        assert (out / "runs" / "sao-s0" / "evals" / "final" / f"{OWN_BENCHMARK}.jsonl").read_bytes() == records
+        assert (
+            out / "runs" / "sao-s0" / "evals" / "final" / f"{OWN_BENCHMARK}.jsonl"
+        ).read_bytes() == records
     assert all(json.loads(line) for line in (out / "study.journal").read_bytes().splitlines())
 
 
