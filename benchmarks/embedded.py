@@ -123,18 +123,21 @@ def arith(
 
 
 def configured_arith(name: str) -> BenchmarkSpec:
-    """The benchmark a name `arith@field=value...` stands for: the held-out chains of that
-    config (fields of `ArithTask.EVAL_ARGS` only); ValueError for any other name or field."""
+    """The benchmark a name `arith@field=value...` (or `arith-val@...`, its validation chains)
+    stands for: the held-out chains of that config (fields of `ArithTask.EVAL_ARGS` only);
+    ValueError for any other name or field."""
     from envs.arith import ArithTask
     from envs.config_names import parse_config_name
 
     base, config = parse_config_name(name)
     unknown = sorted(set(config) - set(ArithTask.EVAL_ARGS))
-    if base != "arith" or unknown:
+    if base not in ("arith", "arith-val") or unknown:
         raise ValueError(
             f"{name!r}: {', '.join(unknown) or base} does not change arith's held-out problems; "
             f"valid fields: {', '.join(ArithTask.EVAL_ARGS)}"
         )
+    if base == "arith-val":
+        return arith(VALIDATION_N, name, Split.VALIDATION, task_args=config)
     return arith(name=name, task_args=config)
 
 

@@ -36,6 +36,7 @@ BENCHMARKS: dict[str, str] = {
 CONFIGURED: dict[str, str] = {
     "rg:": "benchmarks.reasoning_gym:configured",
     "arith": "benchmarks.embedded:configured_arith",
+    "arith-val": "benchmarks.embedded:configured_arith",
 }
 """Benchmarks built from a config name (`envs.config_names`): a task's held-out problems at the
 config its name writes out, `arith@grading=last-number@max_operands=3` or
@@ -92,6 +93,21 @@ def task_benchmark_name(task: str, task_args: dict[str, Any] | None = None) -> s
     name = task_registry.get(task).benchmark_name(task_args or {})
     if name in BENCHMARKS:
         return name
+    try:
+        check(name)
+    except UnknownBenchmarkError:
+        return None
+    return name
+
+
+def task_validation_name(task: str, task_args: dict[str, Any] | None = None) -> str | None:
+    """The validation split of the task's own benchmark, for tuning (`arith-val`,
+    `arith-val@max_operands=3` for `arith@max_operands=3`), or None where it has none."""
+    own = task_benchmark_name(task, task_args)
+    if own is None:
+        return None
+    base, mark, config = own.partition("@")
+    name = f"{base}-val{mark}{config}"
     try:
         check(name)
     except UnknownBenchmarkError:

@@ -69,11 +69,9 @@ def build_spec(args: argparse.Namespace) -> SweepSpec:
     budget, shared = checked_budget_and_shared(args, arms, "sweep")
     values = {**field_options(args, SweepSpec), "arms": tuple(arms), "budget": budget, "shared": shared}
     task = values.setdefault("task", "arith")
-    own_val = f"{task}-val"
-    values.setdefault(
-        "objective", f"eval/{own_val}/avg_at_k" if own_val in bench_registry.names() else FINAL_REWARD
-    )
-    check_objective(values["objective"], bench_registry.names())
+    own_val = bench_registry.task_validation_name(task, shared.get("task_args"))
+    values.setdefault("objective", f"eval/{own_val}/avg_at_k" if own_val else FINAL_REWARD)
+    check_objective(values["objective"], bench_registry.names() + ([own_val] if own_val else []))
     if args.seeds is not None:
         values["seeds"] = parse_seeds(args.seeds)
     values["space"] = _space_tables(args.space)
