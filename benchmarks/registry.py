@@ -43,7 +43,7 @@ config its name writes out, `arith@grading=last-number@max_operands=3` or
 `rg:chain_sum@max_digits=1@max_terms=2` (and `rg:<dataset>` alone: any reasoning-gym dataset).
 Base name (a prefix ending in `:` stands for a family) -> "module:builder", the builder taking
 the name, checking it and returning its spec. `names()` lists the registered ones only."""
-CONFIGURED_FORMS = ("arith@field=value...", "rg:<dataset>[@field=value...]")
+CONFIGURED_FORMS = ("arith[-val]@field=value...", "rg:<dataset>[@field=value...]")
 """How `check`'s message and `bench benchmarks` show the names `CONFIGURED` builds."""
 
 
@@ -81,9 +81,10 @@ def _build(name: str) -> BenchmarkSpec:
 
 
 def task_benchmark_name(task: str, task_args: dict[str, Any] | None = None) -> str | None:
-    """The registered benchmark of a task's own held-out problems (`Task.benchmark_name`: most
-    tasks share their benchmark's name, the swe task's is its dataset's), or None where it has
-    none or the task is unknown (the caller's checks name that error)."""
+    """The benchmark of a task's own held-out problems under `task_args` (`Task.benchmark_name`:
+    most tasks share their benchmark's name, the swe task's is its dataset's, a configured arith
+    or reasoning-gym task's is its config name, `CONFIGURED`), or None where it has none or the
+    task is unknown (the caller's checks name that error)."""
     from envs import registry as task_registry
 
     try:
