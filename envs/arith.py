@@ -130,6 +130,7 @@ class ArithTask(Task):
     name = "arith"
     EVAL_ARGS: ClassVar[tuple[str, ...]] = ("grading", "max_operands", "p_more")
     """The arguments that change the held-out problems or their grading (`benchmark_name`)."""
+    episode_only_args = ("grading",)  # how answers are graded: not the base checkpoint's business
     summary = "single-digit +/- chains with a scratchpad, heavy-tailed lengths, noisy demonstrations"
     default_runtime = "none"
     max_new_tokens = 160

@@ -52,3 +52,14 @@ def test_other_arguments_or_seeds_are_not_the_shipped_base():
     if "arith" in SHIPPED:
         assert shipped_base("arith", {"max_operands": 2}, 0) is None
         assert shipped_base("arith", {}, 1) is None
+
+
+def test_how_answers_are_graded_is_not_part_of_the_base():
+    """`grading` changes the reward, not the demonstrations: a last-number run starts from the
+    shipped arith base, not from a new pretraining (the key once took the argument in)."""
+    from bench.models.cache import base_checkpoint_path, shipped_base
+
+    graded = {"grading": "last-number"}
+    assert base_checkpoint_path("arith", graded) == base_checkpoint_path("arith")
+    if "arith" in SHIPPED:
+        assert shipped_base("arith", graded) == shipped_base("arith") is not None
