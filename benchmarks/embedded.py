@@ -103,9 +103,10 @@ def arith(
     """`arith`: 1,000 fixed chains of the arith task's test bucket, graded by `grade_integer`;
     with `task_args` (`ArithTask.EVAL_ARGS`), the held-out chains and grading of that config."""
     from envs.arith import ArithTask
+    from envs.config_names import describe_config
 
     task = ArithTask(**(task_args or {}))
-    shown = ", ".join(f"{k}={v}" for k, v in sorted((task_args or {}).items()))
+    shown = describe_config(task_args or {})
     return task_benchmark(
         "arith",
         n=n,

@@ -50,7 +50,7 @@ def _checked(build):
 def rg_benchmark(dataset: str, config: dict[str, Any] | None = None) -> BenchmarkSpec:
     """`rg:<dataset>[@field=value...]`: RG_N test-bucket problems of the task at `config` (its
     default config when empty), version 1."""
-    from envs.config_names import config_name
+    from envs.config_names import config_name, describe_config
     from envs.reasoning_gym import ReasoningGymTask
 
     config = dict(config or {})
@@ -59,7 +59,7 @@ def rg_benchmark(dataset: str, config: dict[str, Any] | None = None) -> Benchmar
         raise BenchmarkDataError(
             f"rg:{dataset} config {config}: a list or spaced value has no benchmark name"
         )
-    shown = ", ".join(f"{k}={v}" for k, v in sorted(config.items())) or "default config"
+    shown = describe_config(config) or "default config"
     spec = task_benchmark(
         f"rg:{dataset}",
         n=RG_N,

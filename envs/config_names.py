@@ -58,6 +58,11 @@ def config_name(base: str, config: dict[str, Any]) -> str | None:
     return CONFIG_MARK.join(parts)
 
 
+def describe_config(config: dict[str, Any]) -> str:
+    """`config` for a description: `field=value, ...`, the fields sorted ("" when empty)."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(config.items()))
+
+
 def parse_config_name(name: str) -> tuple[str, dict[str, Any]]:
     """(base, config) of `<base>@field=value...`; ConfigNameError for a setting not written as
     `@field=value` once, or fields out of `config_name`'s order (the message gives that form)."""
