@@ -71,6 +71,21 @@ class ArithGrading(StrEnum):
     LAST_NUMBER = "last-number"
 
 
+class ArithPromptFormat(StrEnum):
+    """How an arith problem is asked: `equation` (`7+5-3=?`, the tiny model's form) or
+    `question` (`What is 7 + 5 - 3?`, the form small instruct models answer best)."""
+
+    EQUATION = "equation"
+    QUESTION = "question"
+
+
+def format_prompt(expression: str, prompt_format: ArithPromptFormat) -> str:
+    """The user prompt of `expression` ("7+5-3") in `prompt_format`."""
+    if prompt_format is ArithPromptFormat.QUESTION:
+        return "What is " + expression.replace("+", " + ").replace("-", " - ") + "?"
+    return f"{expression}=?\n"
+
+
 GRADERS: dict[ArithGrading, Grader] = {
     ArithGrading.MARKED: grade_integer,
     ArithGrading.LAST_NUMBER: grade_last_integer,
@@ -89,7 +104,10 @@ class ArithTask(Task):
     `grade_integer` on the completion (the `Answer: N` line) by default, or the last number
     written (`last-number`, for instruct models that follow no answer format: an echo of the
     prompt then scores where the answer equals the last operand, e.g. `6-3` or `5-5+3`: ~3% of
-    2- and 3-operand chains, tested); reward 1 if exact.
+    2- and 3-operand chains, tested); reward 1 if exact. `system_prompt`: a system message before
+    every prompt (instruct models; needs a chat template), which evaluation of the run asks with too.
+    `prompt_format` (`ArithPromptFormat`): `7+5-3=?` by default, or `What is 7 + 5 - 3?`, on which
+    SmolLM2-135M-Instruct starts near 20% where the equation form gives it under 10% (REPRODUCE.md).
 
     Base-checkpoint recipe (deliberate): `demonstrations` are NOISY. Each intermediate
     step's result is wrong with probability `demo_error_rate` (default 0.15; off by +-1 or
@@ -128,9 +146,10 @@ class ArithTask(Task):
     """
 
     name = "arith"
-    EVAL_ARGS: ClassVar[tuple[str, ...]] = ("grading", "max_operands", "p_more")
-    """The arguments that change the held-out problems or their grading (`benchmark_name`)."""
-    episode_only_args = ("grading",)  # how answers are graded: not the base checkpoint's business
+    EVAL_ARGS: ClassVar[tuple[str, ...]] = ("grading", "max_operands", "p_more", "prompt_format")
+    """The arguments that change the held-out problems, how they are asked or graded (`benchmark_name`)."""
+    episode_only_args = ("grading", "system_prompt")  # how episodes are asked and graded, not the base
+    keyed_when_set = ("prompt_format",)  # its default asks as before: the shipped base keeps its key
     summary = "single-digit +/- chains with a scratchpad, heavy-tailed lengths, noisy demonstrations"
     default_runtime = "none"
     max_new_tokens = 160
@@ -145,10 +164,16 @@ class ArithTask(Task):
         p_more: float = 0.35,
         demo_p_more: float = 0.15,
         grading: str = ArithGrading.MARKED,
+        system_prompt: str | None = None,
+        prompt_format: str = ArithPromptFormat.EQUATION,
     ):
         """See the class docstring for the meaning of each argument."""
         if grading not in tuple(ArithGrading):
             raise ValueError(f"grading: invalid value {grading!r}; valid: {', '.join(ArithGrading)}")
+        if prompt_format not in tuple(ArithPromptFormat):
+            raise ValueError(
+                f"prompt_format: invalid value {prompt_format!r}; valid: {', '.join(ArithPromptFormat)}"
+            )
         if not 0.0 <= demo_error_rate <= 1.0:
             raise ValueError(f"demo_error_rate must be in [0, 1], got {demo_error_rate}")
         if max_operands < 2:
@@ -161,6 +186,8 @@ class ArithTask(Task):
         self.p_more = p_more
         self.demo_p_more = demo_p_more
         self.grading = ArithGrading(grading)
+        self.system_prompt = system_prompt or None
+        self.prompt_format = ArithPromptFormat(prompt_format)
 
     def _length(self, rng: random.Random, p_more: float) -> int:
         """An operand count that continues past 2 with probability 1 - `p_more` (capped)."""
@@ -181,7 +208,7 @@ class ArithTask(Task):
         expression = format_expression(operands, ops)
         return Problem(
             key=key,
-            prompt=f"{expression}=?\n",
+            prompt=format_prompt(expression, self.prompt_format),
             answer=str(evaluate(operands, ops)),
             meta={"operands": list(operands), "ops": list(ops), "n_operands": len(operands)},
         )
@@ -214,8 +241,8 @@ class ArithTask(Task):
         return GRADERS[self.grading]
 
     def make_env(self, problem: Problem) -> Env:
-        """A single-turn episode graded by `grader`."""
-        return SingleTurnEnv(problem, self.grader)
+        """A single-turn episode graded by `grader`, after `system_prompt` when one is set."""
+        return SingleTurnEnv(problem, self.grader, self.system_prompt)
 
     @classmethod
     def benchmark_name(cls, task_args: dict[str, Any]) -> str:
@@ -224,7 +251,7 @@ class ArithTask(Task):
         and how it is graded; a value equal to its default is left out."""
         defaults = {k: v.default for k, v in inspect.signature(cls.__init__).parameters.items()}
         config = {k: v for k, v in task_args.items() if k in cls.EVAL_ARGS and v != defaults.get(k)}
-        named = config_name(cls.name, {k: str(v) if k == "grading" else v for k, v in config.items()})
+        named = config_name(cls.name, {k: str(v) if isinstance(v, StrEnum) else v for k, v in config.items()})
         return named or f"{cls.name}@custom"
 
     def demonstrations(self, rng: random.Random, n: int) -> list[list[Message]]:

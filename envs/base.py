@@ -105,6 +105,15 @@ class Env(ABC):
         """
 
 
+def with_system_prompt(messages: list[Message], system_prompt: str | None) -> list[Message]:
+    """`messages` with a system message `system_prompt` put first, unless they open with a
+    system message of their own (or `system_prompt` is None): the one rule for a task's
+    `system_prompt`, in training and in evaluation."""
+    if system_prompt is None or (messages and messages[0]["role"] == "system"):
+        return messages
+    return [{"role": "system", "content": system_prompt}, *messages]
+
+
 class SingleTurnEnv(Env):
     """A one-step episode: the prompt as a user message (or the problem's own chat messages,
     `meta["messages"]`, as datasets in a conversational layout give them), the answer graded by
@@ -130,9 +139,7 @@ class SingleTurnEnv(Env):
         messages: list[Message] = (
             [dict(m) for m in given] if given else [{"role": "user", "content": self.problem.prompt}]
         )
-        if self.system_prompt is not None and messages[0]["role"] != "system":
-            messages.insert(0, {"role": "system", "content": self.system_prompt})
-        return messages
+        return with_system_prompt(messages, self.system_prompt)
 
     async def step(self, action: str) -> StepResult:
         """Grade `action` against the reference answer; the episode ends here."""
@@ -154,7 +161,9 @@ class Task(ABC):
     change episodes but not `demonstrations`, such as tool latency or the runtime: a warm-start
     on the demonstrations does not depend on them) and `demonstrations_version` (bumped when
     what `demonstrations` draws changes, so that base checkpoints cloned from the old ones are
-    made again: it is part of their cache key).
+    made again: it is part of their cache key) and `keyed_when_set` (arguments added after bases
+    were built whose default draws the same demonstrations as before: they enter the key only
+    when set to another value, so the existing bases keep their keys).
     """
 
     name: ClassVar[str]
@@ -164,6 +173,7 @@ class Task(ABC):
     max_turns: ClassVar[int] = 1
     stop: ClassVar[tuple[str, ...]] = ()
     episode_only_args: ClassVar[tuple[str, ...]] = ()
+    keyed_when_set: ClassVar[tuple[str, ...]] = ()
     demonstrations_version: ClassVar[int] = 1
 
     @classmethod
@@ -211,3 +221,26 @@ class Task(ABC):
         NotImplementedError (the default).
         """
         raise NotImplementedError(f"task {self.name!r} has no demonstrations")
+
+
+class SystemPromptedEnv(Env):
+    """An episode of another env whose initial messages get a system prompt
+    (`with_system_prompt`); everything else is the wrapped env's. Evaluation uses it to render a
+    benchmark's problems as a run with `task.system_prompt` rendered its rollouts."""
+
+    def __init__(self, env: Env, system_prompt: str):
+        self.env = env
+        self.system_prompt = system_prompt
+        self.observation_role = env.observation_role
+
+    async def reset(self) -> list[Message]:
+        """The wrapped env's initial messages, with the system prompt when they have none."""
+        return with_system_prompt(await self.env.reset(), self.system_prompt)
+
+    async def step(self, action: str) -> StepResult:
+        """The wrapped env's step."""
+        return await self.env.step(action)
+
+    async def close(self) -> None:
+        """The wrapped env's close."""
+        await self.env.close()

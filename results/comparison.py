@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,20 @@ def _plain_run(path: Path) -> dict[str, Any]:
     }
 
 
+def _cost_columns(metric_rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """A run's median seconds per training step and the peak resident memory its steps recorded
+    (GiB, learner and engine processes apart; None where its metrics lack them)."""
+    steps = [m["time/step_s"] for m in metric_rows if m.get("time/step_s") is not None]
+    columns: dict[str, float | None] = {"step_s": statistics.median(steps) if steps else None}
+    for column, key in (
+        ("learner_peak_rss_gib", "memory/learner_peak_rss_gib"),
+        ("engine_peak_rss_gib", "memory/engine_peak_rss_gib"),
+    ):
+        values = [m[key] for m in metric_rows if m.get(key) is not None]
+        columns[column] = max(values) if values else None
+    return columns
+
+
 def _consumption_columns(consumption: dict[str, Any]) -> dict[str, Any]:
     """The runs table's consumption columns from a run's `Consumption` record (summary.json, or
     the last step's `budget/` metrics); FLOPs None where not counted (0 or absent: a run from
@@ -211,6 +226,7 @@ def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list
     collapse = collapse_step(rewards, diverged=row["outcome"] == RunOutcome.NON_FINITE)
     row["collapsed"], row["collapse_step"] = collapse is not None, collapse  # `results.collapse`'s rule
     row["stale_dropped"] = sum(m.get("rollout/stale_dropped") or 0 for m in metric_rows)
+    row.update(_cost_columns(metric_rows))
     final = path / "evals" / FINAL_EVAL_DIR
     selected = final / "selected.json"
     row["selected"] = read_json(selected).get("rule") if selected.exists() else None

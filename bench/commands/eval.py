@@ -93,6 +93,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="replace a finished evaluation of other settings in --out (without it, that is refused; an "
         "interrupted evaluation of the same settings always resumes where it stopped)",
     )
+    add_swe_arguments(p)
+    p.add_argument(
+        "--system-prompt",
+        default=None,
+        metavar="TEXT",
+        help="a system message before every problem (needs a model with a chat template; default: a run "
+        "directory's task.system_prompt, else none)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
+
+
+def add_swe_arguments(p: argparse.ArgumentParser) -> None:
+    """`--max-workers` and `--harness-timeout`: how swe-verified's official harness runs."""
     p.add_argument(
         "--max-workers",
         type=int,
@@ -107,7 +120,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="swe-verified: wall-clock limit of one harness run (one per sample index; default: 6 h)",
     )
-    p.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
 
 
 def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
@@ -178,66 +190,17 @@ def _check_options(args: argparse.Namespace, n_bench: int) -> None:
         check_writable(check_out_dir(args.out))  # a full or read-only disk: before any model loads
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}"
-
-
-def _print_results(summaries: list[dict[str, Any]], paths: list[tuple[Path, Path]]) -> None:
-    """The results table (scores in %), fallback notes, then the files written."""
-    rows = []
-    for s in summaries:
-        lo, hi = s["ci95"]
-        rows.append(
-            {
-                "benchmark": s["benchmark"],
-                "n": str(s["n_problems"]),
-                "k": str(s["k"]),
-                "avg@k": _pct(s["avg_at_k"]),
-                "95% CI": f"[{_pct(lo)}, {_pct(hi)}]",
-                "pass@k": _pct(s["pass_at_k"][str(s["k"])]),
-            }
-        )
-    from results.tables import print_table
-
-    print_table(rows, ["benchmark", "n", "k", "avg@k", "95% CI", "pass@k"])
-    print(
-        "scores in %; 95% CI: normal approximation over per-problem pass@1 (bootstrap CI in the summary file)"
-    )
-    for s in summaries:
-        if s.get("breakdown"):
-            _print_breakdown(s)
-    for s in summaries:
-        if s["n_string_fallback"]:
-            print(
-                f"{s['benchmark']}: {s['n_string_fallback']} of {s['n_samples']} samples graded by the string fallback"
-            )
-    for records_path, summary_path in paths:
-        print(f"wrote {records_path}")
-        print(f"wrote {summary_path}")
-
-
-def _print_breakdown(summary: dict[str, Any]) -> None:
-    """avg@k of one benchmark per value of its breakdown key (scores in %)."""
-    from results.tables import print_table
-
-    key = summary["breakdown"]["key"]
-    rows = [
-        {
-            key: value,
-            "n": str(g["n_problems"]),
-            "avg@k": _pct(g["avg_at_k"]),
-            "95% CI": f"[{_pct(g['ci95'][0])}, {_pct(g['ci95'][1])}]",
-        }
-        for value, g in summary["breakdown"]["groups"].items()
-    ]
-    print(f"\n{summary['benchmark']} by {key}:")
-    print_table(rows, [key, "n", "avg@k", "95% CI"])
-
-
 def run(args: argparse.Namespace) -> int:
     """Handler of `bench eval`."""
-    from bench.eval.checkpoints import load_for_eval, resolve_model, run_template_options, tiny_task
-    from bench.eval.evaluate import check_supported, eval_settings, evaluate, plan_eval
+    from bench.commands.eval_tables import print_results
+    from bench.eval.checkpoints import (
+        load_for_eval,
+        resolve_model,
+        run_system_prompt,
+        run_template_options,
+        tiny_task,
+    )
+    from bench.eval.evaluate import check_supported, evaluate
     from benchmarks import registry as bench_registry
     from results.evals import EvalStore, write_eval
     from results.files import check_writable
@@ -255,24 +218,14 @@ def run(args: argparse.Namespace) -> int:
     source, run_dir = resolve_model(
         args.model, tiny_task(names) if args.model == "tiny" else "arith", progress=not args.no_progress
     )
-    if args.out is not None:
-        out = Path(args.out)
-    elif run_dir is not None:
-        out = run_dir / "evals"
-    else:
-        out = Path("evals") / time.strftime("%Y%m%d-%H%M%S")
+    out = _out_dir(args, run_dir)
     model_id = str(Path(source).resolve()) if Path(source).is_dir() else source
+    system_prompt = args.system_prompt if args.system_prompt is not None else run_system_prompt(run_dir)
+    if system_prompt is not None:
+        _check_template(source, system_prompt)
     sampling = {"temperature": args.temperature, "top_p": args.top_p, "max_new_tokens": args.max_new_tokens}
     stores = {spec.name: EvalStore(out, spec.name, overwrite=args.overwrite) for spec in specs}
-    finished = 0
-    for spec in specs:  # a finished evaluation of other settings in --out: refused before the model loads
-        k, params, _, _ = plan_eval(spec, args.k, args.limit, sampling, problems[spec.name], args.data)
-        settings = eval_settings(
-            spec, problems[spec.name], params, k, args.limit, args.engine, args.seed, model_id
-        )
-        if stores[spec.name].finished(settings) is not None:
-            print(f"{spec.name}: a finished evaluation with these settings is in {out}; kept as it is")
-            finished += 1
+    finished = _finished(args, specs, problems, stores, out, sampling, model_id, system_prompt)
     check_writable(out)  # the default --out, before the model loads
     no_model = (None, None)  # every evaluation is finished: nothing to generate
     model, tokenizer = (
@@ -299,24 +252,66 @@ def run(args: argparse.Namespace) -> int:
             problems=problems[spec.name],
             model_id=model_id,
             store=stores[spec.name],
+            system_prompt=system_prompt,
         )
-        if result.summary.get("resumed_samples"):
-            print(
-                f"{spec.name}: resumed an interrupted evaluation ({result.summary['resumed_samples']} samples kept)"
-            )
+        if resumed := result.summary.get("resumed_samples"):
+            print(f"{spec.name}: resumed an interrupted evaluation ({resumed} samples kept)")
         if spec.name in SWE_BENCHMARKS:
             _swe_outputs(spec.name, result, out, model_id, problems[spec.name], args)
         paths.append(write_eval(out, result.records, result.summary))
         summaries.append(result.summary)
-    _print_results(summaries, paths)
+    print_results(summaries, paths)
     from bench.trackers.final import log_final_evaluation
 
     log_final_evaluation(out, summaries)  # into a run's evals/: also to the run's trackers
     return 0
 
 
+def _finished(args, specs, problems, stores, out, sampling, model_id, system_prompt) -> int:
+    """How many of the evaluations are already finished in --out under these settings (each
+    said in one line); a finished one of other settings is refused here, before the model loads."""
+    from bench.eval.evaluate import eval_settings, plan_eval
+
+    finished = 0
+    for spec in specs:
+        k, params, _, _ = plan_eval(
+            spec, args.k, args.limit, sampling, problems[spec.name], args.data, system_prompt
+        )
+        settings = eval_settings(
+            spec, problems[spec.name], params, k, args.limit, args.engine, args.seed, model_id, system_prompt
+        )
+        if stores[spec.name].finished(settings) is not None:
+            print(f"{spec.name}: a finished evaluation with these settings is in {out}; kept as it is")
+            finished += 1
+    return finished
+
+
+def _out_dir(args: argparse.Namespace, run_dir: Path | None) -> Path:
+    """`--out`, else a run directory's evals/, else evals/<timestamp>/."""
+    if args.out is not None:
+        return Path(args.out)
+    return run_dir / "evals" if run_dir is not None else Path("evals") / time.strftime("%Y%m%d-%H%M%S")
+
+
 SWE_BENCHMARKS = ("swe-verified", "swe-mini")
 """Benchmarks whose episodes produce patches: they also get the official predictions file."""
+
+
+def _check_template(source: str, system_prompt: str) -> None:
+    """A system prompt for a model whose tokenizer has no chat template: one-line UsageError
+    before the model loads (only the tokenizer is read)."""
+    from bench.errors import UsageError
+    from bench.models.chat import require_template
+    from bench.models.loading import load_tokenizer
+
+    if not system_prompt.strip():
+        raise UsageError("--system-prompt is empty; give the text of the system message or leave it out")
+    tokenizer = load_tokenizer(source)
+    if tokenizer is not None:
+        try:
+            require_template(tokenizer, source, ["--system-prompt"])
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
 
 
 def _check_episode_task(spec: Any, problems: list[Any]) -> None:

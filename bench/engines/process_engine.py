@@ -32,6 +32,7 @@ import torch
 import torch.multiprocessing as mp
 
 from bench.engines.base import Completion, Engine, GenerationRequest, check_request, throughput_stats
+from bench.process_memory import peak_rss_gib
 
 _POLL_S = 0.01  # how long step() waits for a completion before returning an empty list
 _CLOSE = "close"
@@ -174,8 +175,12 @@ class ProcessEngine(Engine):
         return {"engine": type(self).__name__, "dtype": self._dtype}
 
     def stats(self) -> dict[str, float]:
-        """The child engine's throughput counters as of its last completion, plus weight pushes."""
-        return {**self._stats, "weight_updates": float(self._updates)}
+        """The child engine's throughput counters as of its last completion, plus weight pushes
+        and the child's peak resident memory (`peak_rss_gib`, when the OS reports it)."""
+        peak = peak_rss_gib(self._child.pid) if self._child.pid is not None else None
+        return {**self._stats, "weight_updates": float(self._updates)} | (
+            {} if peak is None else {"peak_rss_gib": peak}
+        )
 
     def close(self) -> None:
         """Stop the child (in-flight requests are abandoned)."""

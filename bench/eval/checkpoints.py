@@ -89,3 +89,12 @@ def run_template_options(run_dir: Path | None) -> dict[str, Any]:
     if config is None or not config.is_file():
         return {}
     return {"enable_thinking": json.loads(config.read_text()).get("enable_thinking")}
+
+
+def run_system_prompt(run_dir: Path | None) -> str | None:
+    """The system prompt a run's rollouts opened with (`task.system_prompt` of its config.json),
+    so `bench eval --model RUN_DIR` asks its checkpoints the same way; None for other models."""
+    config = None if run_dir is None else run_dir / "config.json"
+    if config is None or not config.is_file():
+        return None
+    return json.loads(config.read_text()).get("task_args", {}).get("system_prompt") or None

@@ -11,7 +11,8 @@ One path for every benchmark: each sample is an episode played by the training l
 one-turn episode of `benchmarks.base.GradedTask` (its grader grades the one answer); a
 multi-turn one (agent, SWE) is an episode of its `episode_task`, graded by the task's env.
 - prompt: `render_prompt(tokenizer, env.reset())`, i.e. the spec-formatted problem as a user
-  message for single-turn benchmarks;
+  message for single-turn benchmarks, after a system message when `system_prompt` is given
+  (a run's `task.system_prompt`: its checkpoints are asked as its rollouts were);
 - sampling: the benchmark's defaults (`spec.sampling`) unless overridden; `max_new_tokens` is
   further capped by the model's context (`max_position_embeddings`): a prompt that leaves no
   room for a single token is not generated and is recorded as finish reason
@@ -42,7 +43,7 @@ from bench.errors import UsageError
 from bench.eval.episodes import play_samples
 from benchmarks.base import BenchmarkSpec, GradedTask, data_hash
 from benchmarks.scoring import summarize
-from envs.base import Problem
+from envs.base import Problem, SystemPromptedEnv
 from results.evals import EvalStore
 
 SAMPLING_KEYS = ("temperature", "top_p", "max_new_tokens")
@@ -128,6 +129,7 @@ def evaluate(
     problems: Sequence[Problem] | None = None,
     model_id: str | None = None,
     store: EvalStore | None = None,
+    system_prompt: str | None = None,
 ) -> EvalResult:
     """Sample `k` completions for each problem of `spec`, grade them and summarise (module docstring).
 
@@ -137,21 +139,21 @@ def evaluate(
     - `sampling`: overrides of temperature / top_p / max_new_tokens (`resolve_sampling`).
     - `engine`: "torch" | "vllm" (built on `model` for this call and closed afterwards), or an
       idle `Engine` to reuse (left open). The model's train/eval mode is restored on return.
-    - `model_id`: what to record as the model in provenance (default: the model's
-      `name_or_path`).
+    - `model_id`: what to record as the model in provenance (default: its `name_or_path`).
     - `store`: where records stream to as they finish (module docstring); a finished
       evaluation of the same settings in it is returned without generating anything.
+    - `system_prompt`: a system message before every problem (a run's `task.system_prompt`).
 
     Raises EvalNotImplementedError (no grader and no episode task), BenchmarkDataError (data unavailable or
     malformed) and UsageError (bad settings) before generating anything.
     """
     if engine_slots < 1:
         raise UsageError(f"engine_slots must be >= 1, got {engine_slots}")
-    k, params, problems, task = plan_eval(spec, k, limit, sampling, problems, data_path)
+    k, params, problems, task = plan_eval(spec, k, limit, sampling, problems, data_path, system_prompt)
 
     engine_name = engine if isinstance(engine, str) else type(engine).__name__
     model_id = model_id or _model_name(model)
-    settings = eval_settings(spec, problems, params, k, limit, engine_name, seed, model_id)
+    settings = eval_settings(spec, problems, params, k, limit, engine_name, seed, model_id, system_prompt)
     done: list[dict[str, Any]] = []
     if store is not None:
         finished = store.finished(settings)
@@ -182,6 +184,7 @@ def evaluate(
     order = {p.key: i for i, p in enumerate(problems)}
     records = sorted([*done, *played], key=lambda r: (order[r["problem_id"]], r["sample_index"]))
     provenance = _provenance(spec, problems, data_path, params, k, limit, engine_name, seed, model, model_id)
+    provenance["system_prompt"] = system_prompt
     if spec.episode_task is not None:
         provenance["episode_task"] = {"name": task.name, "max_turns": task.max_turns}
     summary = summarize(records, spec, k, provenance, seed=seed, wall_seconds=wall, problems=problems)
@@ -199,6 +202,7 @@ def plan_eval(
     sampling: Mapping[str, Any] | SamplingParams | None,
     problems: Sequence[Problem] | None = None,
     data_path: str | Path | None = None,
+    system_prompt: str | None = None,
 ) -> tuple[int, SamplingParams, list[Problem], Any]:
     """(k, sampling, problems, episode task) of an evaluation, checked (see `evaluate`'s
     arguments); UsageError / EvalNotImplementedError / BenchmarkDataError before any work."""
@@ -213,6 +217,8 @@ def plan_eval(
     if not problems:
         raise UsageError(f"benchmark '{spec.name}': no problems to evaluate")
     task = spec.episode_task(problems) if spec.episode_task is not None else GradedTask(spec)
+    if system_prompt is not None:
+        task = _SystemPromptedTask(task, system_prompt)
     return k, replace(params, stop=tuple(dict.fromkeys((*params.stop, *task.stop)))), problems, task
 
 
@@ -225,11 +231,15 @@ def eval_settings(
     engine: str,
     seed: int,
     model_id: str | None,
+    system_prompt: str | None = None,
 ) -> dict[str, Any]:
     """What makes two evaluations the same one: model, benchmark version and data, k, seed,
-    sampling, limit and engine. An interrupted evaluation resumes only under equal settings,
-    and a finished one is only replaced under other settings with `--overwrite`."""
+    sampling, limit, engine and system prompt (only when one is given, so the settings of
+    evaluations without one read as before). An interrupted evaluation resumes only under equal
+    settings, and a finished one is only replaced under other settings with `--overwrite`."""
+    prompt = {} if system_prompt is None else {"system_prompt": system_prompt}
     return {
+        **prompt,
         "model": model_id,
         "benchmark": spec.name,
         "version": spec.version,
@@ -245,6 +255,21 @@ def eval_settings(
         "limit": limit,
         "engine": engine,
     }
+
+
+class _SystemPromptedTask:
+    """`task` whose episodes open with `system_prompt` (`envs.base.SystemPromptedEnv`); every
+    other attribute is the task's."""
+
+    def __init__(self, task: Any, system_prompt: str):
+        self.task, self.system_prompt = task, system_prompt
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.task, name)
+
+    def make_env(self, problem: Problem) -> SystemPromptedEnv:
+        """The task's env for `problem`, its initial messages given the system prompt."""
+        return SystemPromptedEnv(self.task.make_env(problem), self.system_prompt)
 
 
 def _model_name(model: Any) -> str | None:

@@ -28,12 +28,17 @@ def base_checkpoint_path(task: str, task_args: dict[str, Any] | None = None, see
     (`Task.demonstrations_version`) and every constructor argument, defaults
     included, so changing a recipe, the demonstrations, an argument or a default makes a new base, and spelling
     out a default selects the same base as leaving it unset; arguments that only change
-    episodes (`Task.episode_only_args`) are left out."""
+    episodes (`Task.episode_only_args`) are left out, and so is an argument of
+    `Task.keyed_when_set` at its default."""
     from envs import registry as task_registry
 
     cls = task_registry.get(task)
-    skip = set(cls.episode_only_args)
-    args = {k: v for k, v in {**_constructor_defaults(cls), **(task_args or {})}.items() if k not in skip}
+    defaults = _constructor_defaults(cls)
+    args = {
+        k: v
+        for k, v in {**defaults, **(task_args or {})}.items()
+        if k not in cls.episode_only_args and not (k in cls.keyed_when_set and v == defaults[k])
+    }
     tiny = recipe_for(task)
     recipe = {"steps": tiny.pretrain_steps, "batch_size": tiny.pretrain_batch_size}
     fields = {"task": task, "args": args, "seed": seed, "v": RECIPE_VERSION, "recipe": recipe}

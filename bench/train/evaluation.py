@@ -82,6 +82,7 @@ def _evaluate(
             engine=engine,
             engine_slots=config.engine_slots,
             model_id=f"{run.path}@step{learner.step}",
+            system_prompt=config.task_args.get("system_prompt") or None,  # asked as the rollouts were
         )
         write_eval(run.path / "evals" / f"step_{learner.step:06d}", result.records, result.summary)
         metrics.update(eval_metrics(result.summary))

@@ -34,7 +34,7 @@ from bench.train.collect import collect_batch
 from bench.train.compute import StepFlops, check_flops_countable, model_shape, step_flops
 from bench.train.evaluation import evaluate_during_training
 from bench.train.learner import Learner, build_batch
-from bench.train.metrics import batch_metrics, timeline_record
+from bench.train.metrics import batch_metrics, memory_metrics, timeline_record
 from bench.train.models import unsharded_policy_copy
 from bench.train.outcome import recorded_outcome
 from bench.train.policy_weights import policy_weights
@@ -306,6 +306,7 @@ def _one_step(
         model_shape(learner.unwrapped_policy), learner, trajs, got.taken(), not record["policy/warmup"]
     )
     counts = got.generated() + (() if flops is None else astuple(flops))
+    engine_stats = engine.stats()
     generated_trajectories, generated_tokens, *flops_parts = _summed(learner.dist, counts)
     record.update(
         {
@@ -316,7 +317,7 @@ def _one_step(
             "rollout/filtered_groups": float(got.filtered_groups),
             "rollout/engine_failed": float(got.engine_failed),
             "loss/nonfinite_skipped": float(learner.nonfinite_total),
-            "rollout/engine_tokens_per_s": engine.stats().get("tokens_per_s", 0.0),
+            "rollout/engine_tokens_per_s": engine_stats.get("tokens_per_s", 0.0),
             "time/wait_s": got.wait_s,
             "time/step_s": time.perf_counter() - t0,
             "budget/step_trajectories": float(n * learner.dist.world_size),
@@ -326,6 +327,7 @@ def _one_step(
     )
     if flops_parts:  # all ranks' (the same on every rank, as the other budget counts)
         record.update(StepFlops(*flops_parts).as_metrics())
+    record.update(memory_metrics(engine_stats))
     return record
 
 

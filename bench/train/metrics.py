@@ -78,3 +78,20 @@ def timeline_record(step: int, version: int, trained: list[Group], discarded: li
                 ]
             )
     return {"step": step, "consumed_at": round(time.time(), 3), "learner_version": version, "trajs": rows}
+
+
+def memory_metrics(engine_stats: dict[str, float]) -> dict[str, float]:
+    """Peak memory so far in GiB: this learner process's resident set, the engine child's
+    (`peak_rss_gib` of its stats, where it runs in its own process) and the CUDA allocator's on a
+    GPU. Shared pages count in both processes' figures (`bench.process_memory`)."""
+    from bench.process_memory import peak_rss_gib
+
+    metrics = {}
+    learner = peak_rss_gib()
+    if learner is not None:
+        metrics["memory/learner_peak_rss_gib"] = learner
+    if "peak_rss_gib" in engine_stats:
+        metrics["memory/engine_peak_rss_gib"] = float(engine_stats["peak_rss_gib"])
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        metrics["memory/cuda_peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    return metrics

@@ -89,7 +89,9 @@ def aggregate(comparison: Comparison, n_boot: int = 10000) -> pd.DataFrame:
 def budget_table(comparison: Comparison) -> pd.DataFrame:
     """What each arm consumed (mean over its runs, min-max in brackets): steps, trajectories,
     tokens, model FLOPs ("not counted" for runs from before they were), wall time, the critic's
-    share of learner time and of the FLOPs; its policy updates per batch and its runs' states."""
+    share of learner time and of the FLOPs, the median seconds of a step and the peak resident
+    memory of the learner and engine processes ("-" for runs from before they were recorded;
+    shared weights count in both); its policy updates per batch and its runs' states."""
     runs = comparison.runs
     rows = []
     for arm in comparison.arms:
@@ -109,6 +111,9 @@ def budget_table(comparison: Comparison) -> pd.DataFrame:
             ("wall s", _numbers(group, "elapsed_s"), _COUNT),
             ("critic share of learner time", _numbers(group, "critic_share"), _PERCENT),
             ("critic share of FLOPs", _numbers(group, "critic_flops", over="flops"), _PERCENT),
+            ("s per step (median)", _numbers(group, "step_s"), _TENTHS),
+            ("learner peak GiB", _numbers(group, "learner_peak_rss_gib"), _TENTHS),
+            ("engine peak GiB", _numbers(group, "engine_peak_rss_gib"), _TENTHS),
         ):
             row[label] = _mean_range(values, fmt)
         if not len(flops):
@@ -183,8 +188,8 @@ def _own_settings(arm: dict) -> str:
     )
 
 
-_COUNT, _SCIENTIFIC, _PERCENT = "{:,.0f}", "{:.3g}", "{:.0%}"
-"""Number formats of the budget table: counts, FLOPs, shares."""
+_COUNT, _SCIENTIFIC, _PERCENT, _TENTHS = "{:,.0f}", "{:.3g}", "{:.0%}", "{:,.1f}"
+"""Number formats of the budget table: counts, FLOPs, shares, seconds per step and GiB."""
 
 
 def _mean_range(values, fmt: str = _COUNT) -> str:

@@ -148,6 +148,11 @@ EVAL = [
         "holds a finished evaluation with other settings (benchmark, data_hash",
     ),
     (["--model", "tiny", "--bench", "arith", "--out", "{long}"], "{long}: file name too long"),
+    (
+        ["--model", "tiny", "--bench", "arith", "--system-prompt", "Be brief."],
+        "has no chat template, which --system-prompt need(s); use an instruct model",
+    ),
+    (["--model", "tiny", "--bench", "arith", "--system-prompt", " "], "--system-prompt is empty"),
 ]
 
 B = ["--budget", "trajectories=64"]

@@ -93,9 +93,28 @@ def test_an_instruct_model_trains_with_a_system_prompt_and_thinking_off(chat_tin
         "trajectories_per_step=4",
         "--set",
         "max_new_tokens=8",
+        "--eval-every",
+        "1",
+        "--eval-bench",
+        "arith",
+        "--eval-limit",
+        "2",
+        "--set",
+        "eval_k=1",
         "--no-progress",
     )
     assert done.returncode == 0, done.stderr[-2000:]
     config = json.loads((out / "config.json").read_text())
     assert config["enable_thinking"] is False and config["task_args"]["system_prompt"] == "Be brief."
-    assert "rollout/thinking_tokens_mean" in json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert "rollout/thinking_tokens_mean" in next(m for m in metrics if m["step"] == 1)
+    # its checkpoints are asked as its rollouts were: in training and by `bench eval RUN_DIR`
+    in_training = json.loads((out / "evals" / "step_000001" / "arith.summary.json").read_text())
+    assert in_training["settings"]["system_prompt"] == "Be brief."
+    evaluated = bench(
+        "eval", "--model", str(out), "--bench", "arith", "--limit", "2", "--k", "1", "--max-new-tokens", "4",
+        "--out", str(tmp_path / "eval"), "--no-progress",
+    )  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    summary = json.loads((tmp_path / "eval" / "arith.summary.json").read_text())
+    assert summary["settings"]["system_prompt"] == "Be brief."

@@ -90,8 +90,14 @@ def test_cli_run_writes_a_complete_run_dir(base_checkpoint, tmp_path):
         "staleness/max",
         "rollout/tokens",
         "time/step_s",
+        "memory/learner_peak_rss_gib",
+        "memory/engine_peak_rss_gib",  # the engine's own process (the CPU default)
     }
     assert [r["step"] for r in lines] == [1, 2] and required <= set(lines[0])
+    assert (
+        0.05 < lines[1]["memory/learner_peak_rss_gib"] < 16
+        and 0.05 < lines[1]["memory/engine_peak_rss_gib"] < 16
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["policy_lr"] == 1e-3 and summary["critic_lr"] is None  # the rate used; no critic
 

@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from bench.commands.eval import _print_results
+from bench.commands.eval_tables import print_results
 from bench.eval.evaluate import evaluate
 from bench.models.tiny import new_tiny_model
 from benchmarks import registry as bench_registry
@@ -266,5 +266,5 @@ def test_breakdown_splits_avg_at_k_by_a_meta_key(arith_result, capsys):
     assert arith["key"] == "n_operands"
     assert sum(g["n_problems"] for g in arith["groups"].values()) == 5
     assert [int(v) for v in arith["groups"]] == sorted(int(v) for v in arith["groups"])
-    _print_results([arith_result.summary], [])
+    print_results([arith_result.summary], [])
     assert "arith by n_operands:" in capsys.readouterr().out

@@ -55,3 +55,42 @@ def test_the_env_decides_correctness_and_k_samples_per_problem(tiny):
         {(p.key, j) for p in result.problems for j in range(3)}
     )
     assert len({r["seed"] for r in result.records}) == 12  # per-sample seeds
+
+
+@pytest.mark.parametrize("episodes", [False, True], ids=["graded", "episode-task"])
+def test_a_system_prompt_opens_every_problem_and_enters_the_settings(tiny, episodes):
+    """A run's `task.system_prompt` reaches its evaluation: every problem is rendered after the
+    system message (the template's `<system>S\\n`, 10 characters of the tiny tokenizer), in a
+    graded and in an episode benchmark alike, and the settings (the resume key) carry it."""
+    from tests.unit.bench.test_chat_thinking import TEMPLATE
+
+    model, tokenizer = tiny
+    tokenizer.chat_template = TEMPLATE
+    spec = bench_registry.get("arith")
+    if episodes:
+        spec = dataclasses.replace(spec, grader=None, episode_task=lambda problems: ArithTask())
+    greedy = {"temperature": 0.0, "max_new_tokens": 4}
+    try:
+        plain = evaluate(model, tokenizer, spec, k=1, limit=3, sampling=greedy, progress=False)
+        prompted = evaluate(
+            model, tokenizer, spec, k=1, limit=3, sampling=greedy, progress=False, system_prompt="Be brief."
+        )
+    finally:
+        tokenizer.chat_template = None
+    extra = len("<system>Be brief.\n")
+    assert [r["prompt_tokens"] for r in prompted.records] == [
+        r["prompt_tokens"] + extra for r in plain.records
+    ]
+    assert prompted.summary["settings"]["system_prompt"] == "Be brief."
+    assert "system_prompt" not in plain.summary["settings"]  # earlier evaluations' settings read the same
+    assert prompted.summary["provenance"]["system_prompt"] == "Be brief."
+
+
+def test_with_system_prompt_keeps_a_system_message_of_the_problem():
+    from envs.base import with_system_prompt
+
+    user = [{"role": "user", "content": "Q"}]
+    assert with_system_prompt(user, "S") == [{"role": "system", "content": "S"}, *user]
+    own = [{"role": "system", "content": "mine"}, *user]
+    assert with_system_prompt(own, "S") == own
+    assert with_system_prompt(user, None) == user

@@ -54,12 +54,23 @@ def test_other_arguments_or_seeds_are_not_the_shipped_base():
         assert shipped_base("arith", {}, 1) is None
 
 
-def test_how_answers_are_graded_is_not_part_of_the_base():
-    """`grading` changes the reward, not the demonstrations: a last-number run starts from the
-    shipped arith base, not from a new pretraining (the key once took the argument in)."""
+def test_how_answers_are_graded_or_asked_is_not_part_of_the_base():
+    """`grading` and `system_prompt` change the reward and the prompt, not the demonstrations: such
+    a run starts from the shipped arith base, not from a new pretraining (the key once took
+    `grading` in)."""
     from bench.models.cache import base_checkpoint_path, shipped_base
 
-    graded = {"grading": "last-number"}
-    assert base_checkpoint_path("arith", graded) == base_checkpoint_path("arith")
-    if "arith" in SHIPPED:
-        assert shipped_base("arith", graded) == shipped_base("arith") is not None
+    for asked in ({"grading": "last-number"}, {"system_prompt": "Be brief."}):
+        assert base_checkpoint_path("arith", asked) == base_checkpoint_path("arith")
+        if "arith" in SHIPPED:
+            assert shipped_base("arith", asked) == shipped_base("arith") is not None
+
+
+def test_asking_in_another_form_is_another_base_and_the_default_form_the_shipped_one():
+    """`prompt_format` changes the demonstrations' prompts: a question-form base is its own, while
+    the default (added later) leaves the shipped base's key as it was."""
+    from bench.models.cache import base_checkpoint_path
+
+    equation = base_checkpoint_path("arith", {"prompt_format": "equation"})
+    assert equation == base_checkpoint_path("arith")
+    assert base_checkpoint_path("arith", {"prompt_format": "question"}) != equation

@@ -250,5 +250,41 @@ def test_a_config_that_changes_the_held_out_chains_has_a_benchmark_of_its_own():
     assert spec.load(limit=50) == task.eval_problems(50)
     assert spec.grader is task.grader
     assert benchmarks.get("arith").load(limit=50) != spec.load(limit=50)
-    with pytest.raises(benchmarks.UnknownBenchmarkError, match="valid fields: grading, max_operands, p_more"):
+    with pytest.raises(
+        benchmarks.UnknownBenchmarkError, match="valid fields: grading, max_operands, p_more, prompt_format"
+    ):
         benchmarks.check("arith@demo_error_rate=0.1")
+
+
+def test_a_system_prompt_opens_every_episode():
+    task = ArithTask(system_prompt="Reply with the number.")
+    messages = asyncio.run(task.make_env(task.sample_problem(random.Random(0))).reset())
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert messages[0]["content"] == "Reply with the number."
+    plain = asyncio.run(ArithTask().make_env(task.sample_problem(random.Random(0))).reset())
+    assert [m["role"] for m in plain] == ["user"] and ArithTask(system_prompt="").system_prompt is None
+
+
+def test_the_question_form_asks_the_same_chains_in_words():
+    """`prompt_format="question"`: the same chains (keys, answers, splits) asked as `What is 7 + 5
+    - 3?`; its own benchmark name; an echo of the question leaks as the equation's does."""
+    from benchmarks import registry as benchmarks
+
+    equation, question = ArithTask(max_operands=3), ArithTask(max_operands=3, prompt_format="question")
+    for a, b in zip(equation.eval_problems(20), question.eval_problems(20), strict=True):
+        assert (a.key, a.answer, a.meta) == (b.key, b.answer, b.meta)
+        assert (
+            b.prompt
+            == "What is " + a.prompt.removesuffix("=?\n").replace("+", " + ").replace("-", " - ") + "?"
+        )
+    assert question.eval_problems(1)[0].prompt.startswith("What is ")
+    name = ArithTask.benchmark_name({"prompt_format": "question", "grading": "last-number"})
+    assert name == "arith@grading=last-number@prompt_format=question"
+    assert benchmarks.get(name).load(limit=5) == ArithTask(prompt_format="question").eval_problems(5)
+    assert ArithTask.benchmark_name({"prompt_format": "equation"}) == "arith"
+    graded = ArithTask(grading="last-number", max_operands=3, prompt_format="question")
+    problems = graded.eval_problems(2000)
+    echoed = [p for p in problems if graded.grader(p.prompt, p.answer).correct]
+    assert 0.01 < len(echoed) / len(problems) < 0.05
+    with pytest.raises(ValueError, match="prompt_format: invalid value 'words'; valid: equation, question"):
+        ArithTask(prompt_format="words")

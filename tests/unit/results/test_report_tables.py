@@ -35,7 +35,15 @@ def _run(out: Path, arm: str, seed: int, correct, state: str = "finished") -> No
     (run / "config.json").write_text(json.dumps({"algo": arm, "seed": seed}))
     (run / "env.json").write_text(json.dumps({"git_commit": "abc123"}))
     steps = [
-        {"step": s, "budget/trajectories": 64.0 * s, "budget/generated_tokens": 1000.0 * s} for s in (1, 2)
+        {
+            "step": s,
+            "budget/trajectories": 64.0 * s,
+            "budget/generated_tokens": 1000.0 * s,
+            "time/step_s": 2.0 + seed * s,  # seed 0: 2, 2 s; seed 1: 3, 4 s
+            "memory/learner_peak_rss_gib": 0.5 + 0.5 * s,
+            "memory/engine_peak_rss_gib": 0.5,
+        }
+        for s in (1, 2)
     ]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
     if correct is None:
@@ -173,6 +181,12 @@ def test_failed_and_pending_runs_are_kept_in_the_tables(comparison_dir):
         and budget.loc["grpo", "critic share of FLOPs"] == "0%"
     )
     assert budget.loc["ppo", "model FLOPs"] == "not counted" and budget.loc["sao", "updates per batch"] == "1"
+    # cost per arm: the median step of each run (seeds 0 and 1: 2 and 3.5 s), then their mean and range
+    assert budget.loc["sao", "s per step (median)"] == "2.8 [2.0, 3.5]"
+    assert (budget.loc["sao", "learner peak GiB"], budget.loc["sao", "engine peak GiB"]) == ("1.5", "0.5")
+    assert (
+        budget.loc["ppo", "s per step (median)"] == "2.0"
+    )  # its failed run's two steps; the pending one none
 
 
 def test_every_run_says_how_it_ended_as_it_recorded_it(comparison_dir, tmp_path):
