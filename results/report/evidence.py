@@ -119,18 +119,36 @@ def _bound_p(seeds: tuple[float, ...] | None, score: pd.Series) -> float:
     return seed_noise_bound_test(list(seeds), int(k), int(score["n_problems"]))["p_value"]
 
 
-def budget_and_tuning(provenance: Path) -> str:
+def budget_and_tuning(provenance: Path, arms: tuple[str, ...] = ()) -> str:
     """ "trajectories=32000, shared defaults", "..., tuned: 20 trials/arm" or "..., arms' own settings
-    (arms file)" (an arms file carrying, e.g., a sweep's best parameters) from a report's provenance."""
+    (arms file)" (an arms file carrying, e.g., a sweep's best parameters) from a report's provenance.
+    A report of several comparisons: the budgets of those that hold `arms`, each naming its arms
+    where they differ ("trajectories=32000 (sao), flops=2.72e+13 (grpo+dis-sao-flops)")."""
     specs = read_json(provenance).get("specs", []) if provenance.exists() else []
-    if not specs:
+    names = [{a.get("name") for a in spec.get("arms", [])} for spec in specs]
+    held = [(spec, held) for spec, held in zip(specs, names, strict=True) if held & set(arms)] or [
+        (spec, held) for spec, held in zip(specs, names, strict=True)
+    ][:1]
+    if not held:
         return "-"
-    budget = specs[0].get("budget", {})
-    tuning = specs[0].get("tuning")
-    own = any(arm.get("algo_args") or arm.get("run_args") for arm in specs[0].get("arms", []))
+    first = held[0][0]
+    tuning = first.get("tuning")
+    own = any(arm.get("algo_args") or arm.get("run_args") for spec, _ in held for arm in spec.get("arms", []))
     tuned = "arms' own settings (arms file)" if own else "shared defaults"
     tuned = f"tuned: {tuning['trials_per_arm']} trials/arm" if tuning else tuned
-    return f"{budget.get('kind')}={budget.get('amount')}, {tuned}"
+    budgets = [_budget_text(spec.get("budget", {})) for spec, _ in held]
+    if len(set(budgets)) > 1:
+        budgets = [
+            f"{b} ({', '.join(sorted(h & set(arms)))})" for b, (_, h) in zip(budgets, held, strict=True)
+        ]
+    return f"{', '.join(dict.fromkeys(budgets))}, {tuned}"
+
+
+def _budget_text(budget: dict) -> str:
+    """`kind=amount`, a FLOPs amount in scientific notation."""
+    amount = budget.get("amount")
+    shown = f"{float(amount):.3g}" if budget.get("kind") == "flops" and amount is not None else amount
+    return f"{budget.get('kind')}={shown}"
 
 
 def compute_comparison(runs: pd.DataFrame, arm: str, other: str) -> str:
@@ -167,7 +185,13 @@ class Reference:
         self.runs = _csv(path / "tables" / "runs.csv")
         matrix = path / SCORE_MATRIX_FILE
         self.matrices = read_score_matrix(matrix)[0] if matrix.exists() else {}
-        self.budget_and_tuning = budget_and_tuning(path / "provenance.json")
+        self.provenance = path / "provenance.json"
+
+    def budget_and_tuning(self, claim: Claim) -> str:
+        """The budget and tuning of the comparisons that hold the claim's arms (`budget_and_tuning`)."""
+        if self.path is None:
+            return "-"
+        return budget_and_tuning(self.provenance, (claim.arm, claim.other))
 
     @classmethod
     def from_frames(
@@ -178,7 +202,6 @@ class Reference:
         report's bottom line judges its claims exactly as the verdict table will."""
         ref = cls.__new__(cls)
         ref.path, ref.scores, ref.diffs, ref.per_seed, ref.matrices = None, scores, diffs, per_seed, matrices
-        ref.budget_and_tuning = "-"
         return ref
 
     def evidence(self, claim: Claim) -> Evidence | None:

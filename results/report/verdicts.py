@@ -88,7 +88,7 @@ def assess(root: Path) -> list[Verdict]:
         if claim.reference not in references:  # several claims share one reference comparison
             references[claim.reference] = Reference(root / claim.reference)
         evidence.append(references[claim.reference].evidence(claim))
-    budgets = [references[c.reference].budget_and_tuning for c in CLAIMS]
+    budgets = [references[c.reference].budget_and_tuning(c) for c in CLAIMS]
     computes = [compute_comparison(references[c.reference].runs, c.arm, c.other) for c in CLAIMS]
     return judge(CLAIMS, evidence, budgets, computes)
 

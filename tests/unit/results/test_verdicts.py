@@ -244,3 +244,20 @@ def test_each_claim_says_how_the_arms_compute_compares(tmp_path):
         rows["Table 1, tuned: SAO > GRPO (math)"]["compute"] == "sao: 2.9x grpo's FLOPs, 3.7x its wall time"
     )
     assert rows["Table 1: SAO > GRPO (math)"]["compute"] == "-"  # that reference committed no runs table
+
+
+def test_a_report_of_two_comparisons_states_the_budget_of_the_arms_a_claim_compares(tmp_path):
+    """arith-tuned holds the trajectory-matched comparison and GRPO+DIS at SAO's FLOPs: each row
+    states the budgets of the comparisons its arms come from."""
+    from results.report.evidence import budget_and_tuning
+
+    specs = [
+        {"arms": [{"name": "sao"}, {"name": "grpo+dis"}], "budget": {"kind": "trajectories", "amount": 32000}},
+        {"arms": [{"name": "grpo+dis-sao-flops"}], "budget": {"kind": "flops", "amount": 27201515203140}},
+    ]
+    path = tmp_path / "provenance.json"
+    path.write_text(json.dumps({"specs": specs}))
+    assert budget_and_tuning(path, ("sao", "grpo+dis")) == "trajectories=32000, shared defaults"
+    assert budget_and_tuning(path, ("sao", "grpo+dis-sao-flops")) == (
+        "trajectories=32000 (sao), flops=2.72e+13 (grpo+dis-sao-flops), shared defaults"
+    )
