@@ -168,12 +168,12 @@ class ArithTask(Task):
         prompt_format: str = ArithPromptFormat.EQUATION,
     ):
         """See the class docstring for the meaning of each argument."""
-        if grading not in tuple(ArithGrading):
-            raise ValueError(f"grading: invalid value {grading!r}; valid: {', '.join(ArithGrading)}")
-        if prompt_format not in tuple(ArithPromptFormat):
-            raise ValueError(
-                f"prompt_format: invalid value {prompt_format!r}; valid: {', '.join(ArithPromptFormat)}"
-            )
+        for name, value, choices in (
+            ("grading", grading, ArithGrading),
+            ("prompt_format", prompt_format, ArithPromptFormat),
+        ):
+            if value not in tuple(choices):
+                raise ValueError(f"{name}: invalid value {value!r}; valid: {', '.join(choices)}")
         if not 0.0 <= demo_error_rate <= 1.0:
             raise ValueError(f"demo_error_rate must be in [0, 1], got {demo_error_rate}")
         if max_operands < 2:

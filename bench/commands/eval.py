@@ -298,20 +298,14 @@ SWE_BENCHMARKS = ("swe-verified", "swe-mini")
 
 
 def _check_template(source: str, system_prompt: str) -> None:
-    """A system prompt for a model whose tokenizer has no chat template: one-line UsageError
-    before the model loads (only the tokenizer is read)."""
+    """An empty system prompt, or one for a model whose tokenizer has no chat template: one-line
+    UsageError before the model loads (`check_model_template`, as `bench run` checks its own)."""
     from bench.errors import UsageError
-    from bench.models.chat import require_template
-    from bench.models.loading import load_tokenizer
+    from bench.train.setup import check_model_template
 
     if not system_prompt.strip():
         raise UsageError("--system-prompt is empty; give the text of the system message or leave it out")
-    tokenizer = load_tokenizer(source)
-    if tokenizer is not None:
-        try:
-            require_template(tokenizer, source, ["--system-prompt"])
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+    check_model_template(source, ["--system-prompt"])
 
 
 def _check_episode_task(spec: Any, problems: list[Any]) -> None:

@@ -82,19 +82,20 @@ def load_for_eval(source: str, engine: str, progress: bool) -> tuple[Any, Any]:
     return model, tokenizer
 
 
+def _run_config(run_dir: Path | None) -> dict[str, Any]:
+    """A run directory's config.json ({} for other models)."""
+    config = None if run_dir is None else run_dir / "config.json"
+    return json.loads(config.read_text()) if config is not None and config.is_file() else {}
+
+
 def run_template_options(run_dir: Path | None) -> dict[str, Any]:
     """The chat-template options a run trained with (`enable_thinking` of its config.json), so
     `bench eval --model RUN_DIR` renders prompts as its rollouts did; {} for other models."""
-    config = None if run_dir is None else run_dir / "config.json"
-    if config is None or not config.is_file():
-        return {}
-    return {"enable_thinking": json.loads(config.read_text()).get("enable_thinking")}
+    config = _run_config(run_dir)
+    return {"enable_thinking": config.get("enable_thinking")} if config else {}
 
 
 def run_system_prompt(run_dir: Path | None) -> str | None:
     """The system prompt a run's rollouts opened with (`task.system_prompt` of its config.json),
     so `bench eval --model RUN_DIR` asks its checkpoints the same way; None for other models."""
-    config = None if run_dir is None else run_dir / "config.json"
-    if config is None or not config.is_file():
-        return None
-    return json.loads(config.read_text()).get("task_args", {}).get("system_prompt") or None
+    return _run_config(run_dir).get("task_args", {}).get("system_prompt") or None

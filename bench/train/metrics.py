@@ -7,6 +7,7 @@ import statistics
 
 import torch
 
+from bench.process_memory import peak_rss_gib
 from bench.rollout.producer import Group
 
 
@@ -84,8 +85,6 @@ def memory_metrics(engine_stats: dict[str, float]) -> dict[str, float]:
     """Peak memory so far in GiB: this learner process's resident set, the engine child's
     (`peak_rss_gib` of its stats, where it runs in its own process) and the CUDA allocator's on a
     GPU. Shared pages count in both processes' figures (`bench.process_memory`)."""
-    from bench.process_memory import peak_rss_gib
-
     metrics = {}
     learner = peak_rss_gib()
     if learner is not None:

@@ -46,16 +46,22 @@ def check_chat_template(config: RunConfig, task: Any) -> None:
     """Before a run directory exists: a run that needs a chat template (`template_needs`) on a
     model whose tokenizer has none is a one-line UsageError (only the tokenizer is read; a model
     that cannot be read here is left to the model loading's own error)."""
-    needs = template_needs(config, task)
+    check_model_template(config.model, template_needs(config, task))
+
+
+def check_model_template(model: str, needs: list[str]) -> None:
+    """`model` (a spec `load_tokenizer` reads) asked for what only a chat template renders
+    (`needs`, e.g. ["task.system_prompt"]) without having one: a one-line UsageError (only the
+    tokenizer is read; a model that cannot be read here is left to the model loading's error)."""
     if not needs:
         return
     from bench.models.chat import require_template
     from bench.models.loading import load_tokenizer
 
-    tokenizer = load_tokenizer("tiny" if config.model == "tiny" else config.model)
+    tokenizer = load_tokenizer(model)
     if tokenizer is not None:
         try:
-            require_template(tokenizer, config.model, needs)
+            require_template(tokenizer, model, needs)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
 

@@ -125,10 +125,8 @@ def budget_and_tuning(provenance: Path, arms: tuple[str, ...] = ()) -> str:
     A report of several comparisons: the budgets of those that hold `arms`, each naming its arms
     where they differ ("trajectories=32000 (sao), flops=2.72e+13 (grpo+dis-sao-flops)")."""
     specs = read_json(provenance).get("specs", []) if provenance.exists() else []
-    names = [{a.get("name") for a in spec.get("arms", [])} for spec in specs]
-    held = [(spec, held) for spec, held in zip(specs, names, strict=True) if held & set(arms)] or [
-        (spec, held) for spec, held in zip(specs, names, strict=True)
-    ][:1]
+    every = [(spec, {a.get("name") for a in spec.get("arms", [])}) for spec in specs]
+    held = [(spec, names) for spec, names in every if names & set(arms)] or every[:1]
     if not held:
         return "-"
     first = held[0][0]

@@ -252,7 +252,10 @@ def test_a_report_of_two_comparisons_states_the_budget_of_the_arms_a_claim_compa
     from results.report.evidence import budget_and_tuning
 
     specs = [
-        {"arms": [{"name": "sao"}, {"name": "grpo+dis"}], "budget": {"kind": "trajectories", "amount": 32000}},
+        {
+            "arms": [{"name": "sao"}, {"name": "grpo+dis"}],
+            "budget": {"kind": "trajectories", "amount": 32000},
+        },
         {"arms": [{"name": "grpo+dis-sao-flops"}], "budget": {"kind": "flops", "amount": 27201515203140}},
     ]
     path = tmp_path / "provenance.json"
