@@ -204,11 +204,24 @@ def legend_below(fig: MplFigure, ax, columns: int = 3, extra: tuple = ()) -> Non
                 labels.append(label)
     if not handles:
         return
-    columns = min(columns, len(labels))
+    columns = _fitting_columns(fig, handles, labels, min(columns, len(labels)))
     rows = math.ceil(len(labels) / columns)
     width, height = fig.get_size_inches()
     fig.set_size_inches(width, height + 0.14 * rows + 0.05)
     fig.legend(handles, labels, loc="outside lower center", ncols=columns, frameon=False)
+
+
+def _fitting_columns(fig: MplFigure, handles: list, labels: list[str], columns: int) -> int:
+    """The most legend columns, up to `columns`, whose row is no wider than the figure (long arm
+    names in a column-wide figure would be cut at both edges), measured by drawing the legend."""
+    while columns > 1:
+        probe = fig.legend(handles, labels, ncols=columns, frameon=False)
+        width = probe.get_window_extent().width  # the figure's own renderer
+        probe.remove()
+        if width <= fig.bbox.width:
+            break
+        columns -= 1
+    return columns
 
 
 def has_data(metrics: pd.DataFrame, column: str) -> bool:
