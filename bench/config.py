@@ -204,7 +204,8 @@ class RunConfig:
     temperature: float = doc("sampling temperature of rollouts", default=1.0)
     top_p: float = doc("nucleus sampling threshold of rollouts", default=1.0)
     max_new_tokens: int | None = doc(
-        "tokens per assistant turn (default: the task's: arith 160, agent 96, swe 128, math 2,048). "
+        "tokens per assistant turn, in rollouts and in-training evaluation (default: the task's: arith 160, "
+        "agent 96, swe 128, math 2,048). "
         "By model class, what to set: embedded tiny: the task's; SmolLM2-135M/360M-Instruct (2,048/8,192 "
         "context): 512-1,024; 0.5-8B instruct, no thinking: 2,048-4,096; thinking models (Qwen3 with "
         "enable_thinking, R1 distills): 16,384-32,768 (the paper evaluates with 32,768; 2,048 cuts most "

@@ -76,7 +76,12 @@ def _evaluate(
             bench_registry.get(name),
             k=config.eval_k,
             limit=config.eval_limit,
-            sampling={"temperature": config.temperature, "top_p": config.top_p},
+            # sampled as the rollouts are (a run's max_new_tokens unset: the benchmark's own)
+            sampling={
+                "temperature": config.temperature,
+                "top_p": config.top_p,
+                "max_new_tokens": config.max_new_tokens,
+            },
             seed=config.seed if config.eval_seed is None else config.eval_seed,
             progress=False,
             engine=engine,

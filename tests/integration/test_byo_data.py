@@ -111,6 +111,7 @@ def test_an_instruct_model_trains_with_a_system_prompt_and_thinking_off(chat_tin
     # its checkpoints are asked as its rollouts were: in training and by `bench eval RUN_DIR`
     in_training = json.loads((out / "evals" / "step_000001" / "arith.summary.json").read_text())
     assert in_training["settings"]["system_prompt"] == "Be brief."
+    assert in_training["settings"]["sampling"]["max_new_tokens"] == 8  # the run's length, not arith's 160
     evaluated = bench(
         "eval", "--model", str(out), "--bench", "arith", "--limit", "2", "--k", "1", "--max-new-tokens", "4",
         "--out", str(tmp_path / "eval"), "--no-progress",
