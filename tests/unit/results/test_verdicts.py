@@ -147,6 +147,21 @@ def test_the_primary_claims_are_holm_adjusted(tmp_path):
     assert rows["Table 1: SAO > GRPO (math)"]["verdict"] == Finding.NOT_RUN  # exploratory rows: no reference
 
 
+def test_a_primary_claim_run_alone_is_adjusted_over_the_whole_declared_family(tmp_path):
+    seeds = {("sao", "arith"): [0.70, 0.72, 0.71], ("grpo+dis", "arith"): [0.65, 0.66, 0.64]}
+    _reference(tmp_path, "arith-tuned", seeds, [("sao", "grpo+dis", "arith", 0.06, 0.04, 0.08, 0.001)])
+    welch_p = sps.ttest_ind(seeds[("sao", "arith")], seeds[("grpo+dis", "arith")], equal_var=False).pvalue
+    combined = max(0.001, welch_p)
+    primary = [v for v in assess(tmp_path) if v.claim.primary]
+    (run,) = [v for v in primary if v.p_adjusted is not None]
+    # by hand: Holm over four claims, three not run (p = 1): the smallest p is tested at 0.05 / 4
+    assert run.claim.label == "Table 1, tuned: SAO > GRPO+DIS (math)"
+    assert run.p_adjusted == pytest.approx(min(1.0, 4 * combined))
+    assert run.level == pytest.approx(0.05 / 4)
+    others = [v for v in primary if v is not run]
+    assert len(others) == 3 and all(v.finding == Finding.NOT_RUN for v in others)
+
+
 def test_drift_without_per_seed_scores_needs_the_re_run_and_spread_seeds_are_named(tmp_path):
     _reference(
         tmp_path,
