@@ -91,8 +91,10 @@ def _shown(name: str, df: pd.DataFrame, comparison: Comparison, out: Path) -> pd
 
 
 def _run_cell(run: str, path: Path, out: Path) -> Cell | str:
-    """The run's name linking to its directory, then its config.json, logs and status (those that exist)."""
-    if not path.exists():
+    """The run's name linking to its directory, then its config.json, logs and status (those that
+    exist); the plain name where a link would leave the git work tree the report is written in
+    (a reference report committed from runs kept elsewhere: its links would resolve nowhere else)."""
+    if not path.exists() or not _linkable(path, out):
         return run
     experiment = path.parent.parent  # <comparison>/runs/<run>
     candidates = [
@@ -105,6 +107,13 @@ def _run_cell(run: str, path: Path, out: Path) -> Cell | str:
     ]
     more = tuple((label, _relative(p, out)) for label, p in candidates if p.exists())
     return Cell(run, run, _relative(path, out) + "/", more)
+
+
+def _linkable(path: Path, out: Path) -> bool:
+    """True unless `out` lies in a git work tree that `path` is outside of."""
+    out = out.resolve()
+    tree = next((d for d in (out, *out.parents) if (d / ".git").exists()), None)
+    return tree is None or path.resolve().is_relative_to(tree)
 
 
 def _relative(path: Path, out: Path) -> str:

@@ -50,6 +50,16 @@ def test_several_runs_are_arms_by_their_algorithm_and_compared(tmp_path):
     assert "sao vs ppo:</span> sao \u2212 ppo on arith:" in text  # not a claim of the paper
 
 
+def test_runs_outside_the_git_tree_of_the_report_are_named_not_linked(tmp_path):
+    out = write_comparison(tmp_path / "cmp", arms=("sao", "ppo"), seeds=(0,), steps=6, final_eval=(8, 2))
+    beside = write_report([out], tmp_path / "report", n_boot=N_BOOT).index_html.read_text()
+    assert 'href="../cmp/runs/sao-s0/"' in beside  # no git tree: every run links to its directory
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)  # a reference report committed from runs kept elsewhere
+    committed = write_report([out], repo / "results" / "x", n_boot=N_BOOT).index_html.read_text()
+    assert "cmp/runs" not in committed and ">sao-s0<" in committed  # a link would resolve nowhere else
+
+
 def test_several_comparisons_report_every_arm_under_one_title(tmp_path):
     a = write_comparison(tmp_path / "a", arms=("sao", "grpo"), seeds=(0, 1), steps=6, final_eval=(8, 2))
     b = write_comparison(tmp_path / "b", arms=("ppo",), seeds=(0, 1), steps=6, final_eval=(8, 2))
