@@ -19,7 +19,8 @@ import pandas as pd
 from results.comparison import Comparison
 from results.report.claims import CLAIMS, Claim
 from results.report.evidence import Reference
-from results.report.verdicts import Finding, judge, verdict_text
+from results.report.findings import Finding
+from results.report.verdicts import judge, verdict_text
 
 
 @dataclass(frozen=True)

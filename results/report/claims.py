@@ -134,6 +134,36 @@ CLAIMS = (
 """The paper's claims in the order the issue lists them (docs/sao.md summarises the paper)."""
 
 
+STABILITY_REFERENCE = "stability"
+"""The reference comparison of the stability claims (REPRODUCE.md, issue 36's rerun 2)."""
+
+STABILITY_CLAIMS = tuple(
+    Claim(label, None, arm, other, STABILITY_REFERENCE, "arith", "stability_survival.png", paper)
+    for label, arm, other, paper in (
+        (
+            "SAO trains stably where vanilla GRPO collapses",
+            "sao",
+            "grpo:clip-higher",
+            "GRPO collapses near step 160; SAO stable for 1,000 steps",
+        ),
+        (
+            "GRPO+DIS trains stably where vanilla GRPO collapses",
+            "grpo+dis",
+            "grpo:clip-higher",
+            "GRPO+DIS stable to ~1,000 steps; GRPO collapses near step 160",
+        ),
+        (
+            "SAO trains stably where vanilla VAPO collapses",
+            "sao",
+            "ppo:vapo",
+            "VAPO collapses near step 90; SAO stable for 1,000 steps",
+        ),
+    )
+)
+"""The paper's stability claims (docs/sao.md, sections 3-4): survival to collapse under the rule
+fixed in `results.collapse`, judged by `results.report.stability_verdicts` (exploratory)."""
+
+
 def claim_pairs() -> set[tuple[str, str]]:
     """(arm, other) of every claim: the differences `bench report` adds beside its baseline's."""
     return {(c.arm, c.other) for c in CLAIMS}

@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
 import pandas as pd
@@ -40,24 +39,15 @@ from benchmarks.run_stats import Direction, format_p, p_floor
 from results.report.claims import CLAIMS, Claim, paper_text
 from results.report.differences import both_intervals_verdict, row_mde
 from results.report.evidence import Evidence, Reference, compute_comparison
+from results.report.findings import Finding
 from results.report.render import to_markdown
+from results.report.stability_verdicts import stability_rows
 
 VERDICTS_FILE = "VERDICTS.md"
 README_START, README_END = "<!-- verdicts:start -->", "<!-- verdicts:end -->"
 ALPHA = 0.05
 DECLARED_FAMILY = frozenset(c.label for c in CLAIMS if c.primary)
 """The primary claims' labels: the Holm family, whichever of them have been run."""
-
-
-class Finding(StrEnum):
-    """What a row shows (module docstring, rule 3)."""
-
-    SAME = "same direction, at toy scale"
-    OPPOSITE = "opposite direction, at toy scale"
-    DISAGREE = "no direction shown: the intervals disagree"
-    NOT_SHOWN = "no direction shown"
-    NEEDS_RERUN = "needs the re-run"
-    NOT_RUN = "not run yet"
 
 
 @dataclass(frozen=True)
@@ -290,10 +280,28 @@ def compact_rows(root: Path, link_prefix: str = "") -> list[dict[str, str]]:
 
 
 def verdicts_markdown(root: Path, link_prefix: str = "", compact: bool = False) -> str:
-    """The verdict table as Markdown: the full one (VERDICTS.md) or the compact one (README)."""
+    """The verdict table as Markdown, then the stability claims' table
+    (`results.report.stability_verdicts`): the full ones (VERDICTS.md) or the compact ones (README)."""
     rows = compact_rows(root, link_prefix) if compact else verdict_rows(root, link_prefix)
     frame = pd.DataFrame(rows)
-    return to_markdown(frame if compact else frame[list(_FULL_COLUMNS)]).rstrip("\n")
+    table = to_markdown(frame if compact else frame[list(_FULL_COLUMNS)]).rstrip("\n")
+    stability = to_markdown(pd.DataFrame(stability_rows(root, link_prefix, compact))).rstrip("\n")
+    return f"{table}\n\n{STABILITY_COMPACT if compact else STABILITY_HEADER}\n\n{stability}"
+
+
+STABILITY_COMPACT = (
+    "Stability under the off-policy regime (exploratory; survival to collapse, rule fixed before the runs):"
+)
+STABILITY_HEADER = """## Stability under the off-policy regime (exploratory)
+
+The paper's stability claims (`results/report/stability_verdicts.py`), from the `stability`
+reference: the engine sampling in bfloat16 against the float32 learner, weights pushed every 4
+policy versions (REPRODUCE.md, rerun 2). A run collapsed at the first step >= 50 whose 20-step
+trailing mean training reward fell below half its best earlier one (`results/collapse.py`, fixed
+before the runs). The two arms' survival is compared by the log-rank statistic with its p exact by
+permutation over every split of the runs (two-sided; the normal approximation is far too small at
+a few runs per arm); a direction is shown where p <= 0.05, and each row says the smallest p its
+runs could have given (3 vs 3: 0.1, so at 3 seeds no direction can be shown)."""
 
 
 HEADER = """# Verdicts: the SAO paper's claims at this harness's scale

@@ -7,8 +7,10 @@ tenth; issue 36 asks one rule to serve both.)"""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
+from scipy import stats
 
 from results.collapse import (
     FRACTION,
@@ -17,7 +19,10 @@ from results.collapse import (
     TimeToCollapse,
     collapse_step,
     kaplan_meier,
+    logrank_exact_p,
+    logrank_statistic,
     median_steps_to_collapse,
+    smallest_exact_p,
     time_to_collapse,
 )
 from results.comparison import load
@@ -112,3 +117,42 @@ def test_the_report_counts_collapses_per_arm_and_draws_their_survival(tmp_path):
     )
     (figure,) = survival_figure(comparison, tmp_path / "figures")
     assert figure.png.is_file() and "fixed before the runs" in figure.caption
+
+
+def test_the_log_rank_statistic_by_hand_and_its_sign():
+    # a: collapses at 10, censored at 20; b: collapses at 5 and 15. At each collapse step, the
+    # expected collapses of a = d n_a / n and the variance n_a n_b d (n - d) / (n^2 (n - 1)):
+    # step 5: n 4 (a 2): E 1/2, V 1/4; step 10: n 3 (a 2): E 2/3, V 2/9; step 15: n 2 (a 1): E 1/2,
+    # V 1/4. Observed 1, expected 5/3: (O - E) / sqrt(V) = -(2/3) / sqrt(13/18); a collapses
+    # later, so the statistic's sign here (later = positive) makes it +0.784
+    a = [TimeToCollapse(10, True), TimeToCollapse(20, False)]
+    b = [TimeToCollapse(5, True), TimeToCollapse(15, True)]
+    assert logrank_statistic(a, b) == pytest.approx((2 / 3) / math.sqrt(13 / 18))
+    assert logrank_statistic(b, a) == pytest.approx(-(2 / 3) / math.sqrt(13 / 18))
+    stable = [TimeToCollapse(1000, False)] * 3
+    assert logrank_statistic(stable, stable) == 0.0  # no collapse: nothing tells them apart
+
+
+def test_the_exact_log_rank_p_counts_the_splits_as_extreme():
+    stable = [TimeToCollapse(1000, False)] * 3
+    falling = [TimeToCollapse(100, True), TimeToCollapse(200, True), TimeToCollapse(300, True)]
+    # of the C(6, 3) = 20 splits only this one and its mirror are this extreme: 2 / 20
+    assert logrank_exact_p(stable, falling) == pytest.approx(0.1) == smallest_exact_p(3, 3)
+    assert stats.logrank(  # the normal approximation says 0.025: far too small at 3 runs per arm
+        stats.CensoredData(right=[1000] * 3), stats.CensoredData(uncensored=[100, 200, 300])
+    ).pvalue == pytest.approx(0.0246, abs=1e-4)
+    # 4 vs 4: 2 / 70; one collapse alone cannot tell the arms apart (every split as extreme)
+    four = [TimeToCollapse(1000, False)] * 4
+    assert logrank_exact_p(four, [*falling, TimeToCollapse(400, True)]) == pytest.approx(2 / 70)
+    assert logrank_exact_p(stable, [*stable[:2], TimeToCollapse(200, True)]) == 1.0
+    assert logrank_exact_p(stable, stable) == 1.0
+
+
+def test_past_the_exact_limit_the_p_is_sampled_and_stays_valid(monkeypatch):
+    import results.collapse as collapse
+
+    monkeypatch.setattr(collapse, "EXACT_SPLITS", 11)  # below the 20 splits: 11 random ones
+    stable = [TimeToCollapse(1000, False)] * 3
+    falling = [TimeToCollapse(100, True), TimeToCollapse(200, True), TimeToCollapse(300, True)]
+    p = logrank_exact_p(stable, falling)
+    assert 1 / 12 <= p <= 1 and round(p * 12) == pytest.approx(p * 12)  # (1 + as extreme) / (1 + 11)

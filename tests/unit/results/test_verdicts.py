@@ -16,10 +16,10 @@ from benchmarks.multiplicity import holm
 from benchmarks.run_stats import paired_difference
 from results.report import write_report
 from results.report.claims import CLAIMS
+from results.report.findings import Finding
 from results.report.verdicts import (
     README_END,
     README_START,
-    Finding,
     assess,
     compact_rows,
     verdict_rows,
