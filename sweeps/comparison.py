@@ -72,6 +72,7 @@ class ComparisonSpec(ExperimentSpec):
     SPEC_FILE: ClassVar[str] = SPEC_FILE
     FINGERPRINT_CHARS: ClassVar[int] = 16
     NOUN: ClassVar[str] = "comparison"
+    SEEDS_EXTEND: ClassVar[bool] = True
 
     seeds: tuple[int, ...] = doc(
         "seeds of every arm: N means 0..N-1, or a comma list",

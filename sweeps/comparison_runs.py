@@ -51,8 +51,7 @@ class ComparisonRuns:
             **({"where": self.where} if self.where else {}),
         }
         _write_status(out, status)
-        arm, seed = self.spec.arm_and_seed(name)
-        layers = self.spec.config_layers(arm, seed)
+        layers = self.run_layers(queue, claim)
         config_file, log = out / CONFIGS_DIR / f"{name}.json", out / LOGS_DIR / f"{name}.run.log"
         result = train_or_resume(out / RUNS_DIR / name, layers, config_file, log, self.cores)
         if result.state is RunState.BUSY:  # another worker's process is training it: its status stays theirs
@@ -70,7 +69,11 @@ class ComparisonRuns:
         return status
 
     def run_layers(self, queue: RunQueue, claim: Claim) -> list[dict[str, Any]]:
-        """The config layers of the claimed run (what it asks of a cluster: `sweeps.scheduler`)."""
+        """The config layers of the claimed run (what it asks of a cluster: `sweeps.scheduler`).
+        A run this worker's spec does not know is a seed that a later command added
+        (`ExperimentSpec.seeds_added_to`): the spec file is read again."""
+        if claim.run not in self.spec.run_names():
+            self.spec, _ = load_spec(self.out, ComparisonSpec)
         return self.spec.config_layers(*self.spec.arm_and_seed(claim.run))
 
     def mark_queued(self, queue: RunQueue, claim: Claim, asks: str) -> None:

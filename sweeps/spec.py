@@ -188,6 +188,7 @@ class ExperimentSpec:
     SPEC_FILE: ClassVar[str]
     FINGERPRINT_CHARS: ClassVar[int]
     NOUN: ClassVar[str]  # "comparison" or "sweep", for messages
+    SEEDS_EXTEND: ClassVar[bool] = False  # whether more seeds may join a saved experiment (`seeds_added_to`)
 
     arms: tuple[Arm, ...] = doc(
         "comma-separated arms: an algorithm, ALGO:PRESET (e.g. ppo:vapo) or grpo+dis; or a TOML file of "
@@ -256,6 +257,20 @@ class ExperimentSpec:
         """Subclasses turn their nested JSON fields back into objects here."""
         return values
 
+    def seeds_added_to(self, saved: dict[str, Any]) -> tuple[int, ...]:
+        """The seeds this spec adds to the saved one (its spec file's contents) where it is the
+        same experiment with more seeds (every saved seed kept), else (): a comparison grows by
+        seeds, as power planning asks, without touching the runs it has."""
+        if not self.SEEDS_EXTEND:
+            return ()
+        try:
+            old = type(self).from_json(saved)
+        except (KeyError, TypeError, ValueError):
+            return ()
+        if dataclasses.replace(old, seeds=self.seeds) != self or not set(old.seeds) < set(self.seeds):
+            return ()
+        return tuple(s for s in self.seeds if s not in old.seeds)
+
     def fingerprint(self) -> str:
         """A hash of everything that defines the experiment (two commands that would run
         different experiments never share one; the same as before this base class existed)."""
@@ -269,16 +284,28 @@ def save_spec(out: Path, spec: ExperimentSpec, extra: dict[str, Any]) -> dict[st
     path = out / spec.SPEC_FILE
     if path.exists():
         saved = read_json(path)
-        if saved.get("fingerprint") != spec.fingerprint():
-            raise ExperimentError(
-                f"--out {out} holds a different {spec.NOUN} ({saved.get('command', f'see {spec.SPEC_FILE}')}); "
-                "use another --out, or the same arguments to resume it"
-            )
-        return saved
+        if saved.get("fingerprint") == spec.fingerprint():
+            return saved
+        added = spec.seeds_added_to(saved)
+        if added:  # the same experiment with more seeds: its study and runs stay, the new ones join
+            grown = [*saved.get("extended", []), {"seeds": list(added), **_said(extra)}]
+            data = {**saved, **spec.to_json(), "fingerprint": spec.fingerprint(), "extended": grown}
+            write_spec_file(out, spec.SPEC_FILE, data)
+            return read_json(path)
+        more = " (more seeds: give all of them, the saved ones too)" if spec.SEEDS_EXTEND else ""
+        raise ExperimentError(
+            f"--out {out} holds a different {spec.NOUN} ({saved.get('command', f'see {spec.SPEC_FILE}')}); "
+            f"use another --out, or the same arguments to resume it{more}"
+        )
     out.mkdir(parents=True, exist_ok=True)
     data = {"fingerprint": spec.fingerprint(), **spec.to_json(), **extra}
     write_spec_file(out, spec.SPEC_FILE, data)
-    return data
+    return read_json(path)  # as a later command reads it (lists, not tuples)
+
+
+def _said(extra: dict[str, Any]) -> dict[str, Any]:
+    """The command and time of an extension, from a command's spec extras."""
+    return {k: extra[k] for k in ("command", "created") if k in extra}
 
 
 def write_spec_file(out: Path, name: str, data: dict[str, Any]) -> None:

@@ -6,7 +6,8 @@ an --out holding another comparison). The runs are a queue in an Optuna storage
 (`sweeps.queue`): `--workers` processes here take them one by one, or with `--cluster ray`
 each run is a Ray task placed on a node with its CPUs and GPUs (`sweeps.scheduler`). Running
 the command again resumes the comparison: finished runs are kept, interrupted ones continue
-from their last checkpoint.
+from their last checkpoint; with more seeds (every earlier one kept: `--seeds 5` after
+`--seeds 3`) it extends the comparison, recorded in its spec file's `extended`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from bench.commands import (
 )
 from bench.config import RunConfig
 from bench.errors import UsageError
+from results.files import read_json
 from sweeps.comparison import ComparisonSpec, EvalPlan
 from sweeps.launch import LaunchOptions
 
@@ -154,12 +156,15 @@ def run(args: argparse.Namespace) -> int:
         launch, {f"arm {a.name}": spec.config_layers(a, spec.seeds[0]) for a in spec.arms}
     )
     storage = open_storage(launch.storage, out / "study.journal")  # an unreachable RDB fails here
-    study = f"compare-{spec.fingerprint()}"
     command = "bench compare " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     created = time.strftime("%Y-%m-%d %H:%M:%S")
-    extra = {"storage": launch.storage, "study": study, "command": command, "created": created}
-    save_spec(out, spec, extra)
-    RunQueue(storage, study).ensure(spec.run_names(), retry_failed=args.retry_failed)
+    extra = {"storage": launch.storage, "study": f"compare-{spec.fingerprint()}", "command": command}
+    before = read_json(out / spec.SPEC_FILE).get("seeds", []) if (out / spec.SPEC_FILE).exists() else None
+    saved = save_spec(out, spec, {**extra, "created": created})
+    if before is not None and before != saved["seeds"]:  # the same comparison, more seeds
+        added = ", ".join(str(s) for s in saved["seeds"] if s not in before)
+        print(f"comparison: {out} extended by seed(s) {added}; its finished runs are kept", flush=True)
+    RunQueue(storage, saved["study"]).ensure(spec.run_names(), retry_failed=args.retry_failed)
     n = len(spec.run_names())
     print(
         f"comparison: {out} ({len(spec.arms)} arms x {len(spec.seeds)} seeds = {n} runs, "

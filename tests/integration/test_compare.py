@@ -196,6 +196,26 @@ def test_a_torn_journal_is_repaired_and_the_comparison_resumes_without_losing_a_
     assert all(json.loads(line) for line in (out / "study.journal").read_bytes().splitlines())
 
 
+def test_more_seeds_extend_the_comparison_and_keep_its_finished_runs(base_checkpoint, tmp_path):
+    out = tmp_path / "cmp"
+    first = _compare(
+        *_args(base_checkpoint, out, "--workers", "1", "--no-report", algos="sao", seeds="1", budget=8)
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    trained = (out / "runs" / "sao-s0" / "metrics.jsonl").read_text()
+    more = _compare(
+        *_args(base_checkpoint, out, "--workers", "1", "--no-report", algos="sao", seeds="2", budget=8)
+    )
+    assert more.returncode == 0, more.stdout + more.stderr
+    assert f"comparison: {out} extended by seed(s) 1; its finished runs are kept" in more.stdout
+    spec = json.loads((out / "comparison.json").read_text())
+    assert spec["seeds"] == [0, 1] and [e["seeds"] for e in spec["extended"]] == [[1]]
+    assert (out / "runs" / "sao-s0" / "metrics.jsonl").read_text() == trained  # not trained again
+    complete = sorted(t.user_attrs["run"] for t in _trials(out) if t.state.name == "COMPLETE")
+    assert complete == ["sao-s0", "sao-s1"]  # one study: the first seed's trial and the new one's
+    assert json.loads((out / "status" / "sao-s1.json").read_text())["state"] == "finished"
+
+
 def test_a_failed_run_is_reported_as_failed(base_checkpoint, tmp_path):
     out = tmp_path / "cmp"
     (out / "runs").mkdir(parents=True)

@@ -127,12 +127,31 @@ def test_the_spec_round_trips_and_another_comparison_is_refused(tmp_path):
         "ppo_vapo-s1",
     ]
     assert spec.arm_and_seed("ppo_vapo-s1") == (spec.arms[2], 1)
-    save_spec(tmp_path, spec, {"command": "bench compare A"})
+    save_spec(tmp_path, spec, {"command": "bench compare A", "study": "compare-a"})
     save_spec(tmp_path, spec, {"command": "bench compare A"})  # the same comparison: resumed
-    other = _spec(seeds=(0, 1, 2))
+    other = _spec(budget=("trajectories", 2560))
     assert other.fingerprint() != spec.fingerprint()
     with pytest.raises(ExperimentError, match="holds a different comparison \\(bench compare A\\)"):
         save_spec(tmp_path, other, {})
+
+
+def test_more_seeds_extend_a_saved_comparison_and_fewer_are_refused(tmp_path):
+    spec = _spec()  # seeds 0, 1
+    save_spec(tmp_path, spec, {"command": "bench compare A", "study": "compare-a", "created": "t0"})
+    more = _spec(seeds=(0, 1, 2, 3))
+    assert more.seeds_added_to(json.loads((tmp_path / "comparison.json").read_text())) == (2, 3)
+    saved = save_spec(tmp_path, more, {"command": "bench compare B", "study": "compare-b", "created": "t1"})
+    # the study (and so every run's trial) and the first command stay; the extension is recorded
+    assert (saved["study"], saved["command"], saved["created"]) == ("compare-a", "bench compare A", "t0")
+    assert saved["seeds"] == [0, 1, 2, 3] and saved["fingerprint"] == more.fingerprint()
+    assert saved["extended"] == [{"seeds": [2, 3], "command": "bench compare B", "created": "t1"}]
+    assert save_spec(tmp_path, more, {"study": "compare-c"})["study"] == "compare-a"  # resumed as extended
+    with pytest.raises(ExperimentError, match="more seeds: give all of them"):
+        save_spec(tmp_path, _spec(seeds=(4, 5)), {})  # new seeds without the saved ones: another comparison
+    with pytest.raises(ExperimentError, match="holds a different comparison"):
+        save_spec(tmp_path, _spec(seeds=(0, 1)), {})  # fewer seeds than it has
+    with pytest.raises(ExperimentError, match="holds a different comparison"):
+        save_spec(tmp_path, _spec(seeds=(0, 1, 2, 3, 4), budget=("trajectories", 2560)), {})  # and more
 
 
 def test_workers_get_disjoint_cores_and_gpus(monkeypatch):
