@@ -120,7 +120,6 @@ def draw_arm(
             ax.plot(
                 run[x], scale * run["y"], color=style.color, linewidth=0.45, alpha=0.35, linestyle=linestyle
             )
-    every = max(1, len(band) // 10)
     ax.plot(
         band[x],
         scale * band["mean"],
@@ -128,7 +127,7 @@ def draw_arm(
         linestyle=linestyle,
         label=label,
         marker=style.marker if markers else None,
-        markevery=every,
+        markevery=spaced_indices(band[x].to_numpy(dtype=float)),
         markersize=3.2,
     )
     wide = band["n"] >= MIN_BAND_SEEDS
@@ -142,6 +141,23 @@ def draw_arm(
             alpha=0.18,
             linewidth=0,
         )
+
+
+def spaced_indices(xs: np.ndarray, n: int = 10) -> list[int]:
+    """Indices of about `n` points of increasing `xs` spread evenly over their range, none closer
+    than half a spacing to the last kept: where the seeds' x values differ a little (model FLOPs at
+    one evaluation step), the union grid bunches, and every k-th point put two markers side by side."""
+    if xs.size == 0:
+        return []
+    span = float(xs[-1] - xs[0])
+    if span <= 0:
+        return [0]
+    kept: list[int] = []
+    for target in np.linspace(xs[0], xs[-1], n):
+        i = int(np.abs(xs - target).argmin())
+        if not kept or xs[i] - xs[kept[-1]] >= span / (2 * (n - 1)):
+            kept.append(i)
+    return kept
 
 
 def seeds_phrase(counts: dict[str, int]) -> str:

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from results.comparison import load
-from results.report.bands import band_by_step, band_on_grid, bootstrap_band
+from results.report.bands import band_by_step, band_on_grid, bootstrap_band, spaced_indices
 from results.report.curves import learning_curves
 from results.report.figures import final_scores_figure, write_figures
 from results.report.figures_runs import rollout_timeline, staleness_histogram, timeline_frame
@@ -289,6 +289,14 @@ def test_band_on_grid_interpolates_seeds_onto_their_common_range():
     assert band["ci_low"].tolist() == pytest.approx([0.0, 1.0, 1.6])  # two seeds: the interval spans them
     assert band["ci_high"].tolist() == pytest.approx([0.0, 2.0, 3.2])
     assert (band["n"] == 2).all()
+
+
+def test_markers_are_spread_over_the_x_range_one_per_bunch_of_points():
+    # the union grid of 15 seeds' FLOPs at six evaluation steps bunches: one marker per bunch
+    xs = np.array([0, 5.1, 5.2, 5.3, 10.9, 11.0, 11.1, 16.0, 16.5, 21.6, 21.7, 26.9, 27.0])
+    assert [xs[i] for i in spaced_indices(xs)] == [0, 5.1, 10.9, 16.0, 21.6, 27.0]
+    assert spaced_indices(np.arange(100.0)) == [0, 11, 22, 33, 44, 55, 66, 77, 88, 99]  # even points
+    assert spaced_indices(np.array([3.0])) == [0] and spaced_indices(np.array([])) == []
 
 
 def test_timeline_frame_counts_staleness_from_the_learner_version_at_consumption(tmp_path):
