@@ -17,6 +17,7 @@ from results.report.bottom_line import bottom_lines, budget_text, report_title, 
 from results.report.html import write_index
 from results.report.html_tables import config_diff, table_html
 from results.report.render import Cell, cell, display_frame
+from results.report.stability_verdicts import stability_sentences
 
 Sections = dict[str, tuple[str, str, pd.DataFrame]]
 
@@ -59,7 +60,9 @@ def write_page(
         out,
         title=title,
         intro=_intro(comparison),
-        bottom_line=[sentence(line) for line in lines] + (sweep["sentences"] if sweep else []),
+        bottom_line=[sentence(line) for line in lines]
+        + stability_sentences(comparison.runs)
+        + (sweep["sentences"] if sweep else []),
         sections=html_sections,
         figures=figures,
         provenance=provenance,

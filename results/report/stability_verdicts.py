@@ -106,6 +106,20 @@ def _arm_text(arm: str, times: list[TimeToCollapse]) -> str:
     return f"{arm} {len(collapsed)}/{len(times)} collapsed (median {median_steps_to_collapse(times)}{at})"
 
 
+def stability_sentences(runs: pd.DataFrame) -> list[tuple[str, str]]:
+    """(label, sentence) of every stability claim whose two arms have runs in `runs` (a report's
+    runs table): a report's bottom line, judged as the verdict table judges its reference."""
+    out = []
+    for claim in STABILITY_CLAIMS:
+        a, b = run_times(runs, claim.arm), run_times(runs, claim.other)
+        if a and b:
+            v = judge_stability(claim, a, b, "-")
+            out.append(
+                (claim.label, f"{_arm_text(claim.arm, a)} vs {_arm_text(claim.other, b)}: {v.text()}.")
+            )
+    return out
+
+
 def stability_rows(root: Path, link_prefix: str = "", compact: bool = False) -> list[dict[str, str]]:
     """The stability table: one row per claim (VERDICTS.md's, or README's compact one)."""
     rows = []

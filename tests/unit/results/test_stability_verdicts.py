@@ -5,6 +5,7 @@ run, no collapse anywhere, 3 vs 3 runs (never shown: the exact test cannot go be
 from __future__ import annotations
 
 import json
+from html import escape
 
 import pandas as pd
 import pytest
@@ -102,3 +103,18 @@ def test_the_rows_reach_verdicts_md_and_the_readme(tmp_path):
     block = readme.read_text()
     assert f"| {GRPO_CLAIM} | sao 0/4 collapsed (median > 1000) vs grpo:clip-higher 4/4" in block
     assert "same direction, at toy scale (exploratory; exact log-rank p = 0.029" in block
+
+
+def test_a_report_with_both_arms_of_a_stability_claim_states_it_in_its_bottom_line(tmp_path):
+    from results.report import write_report
+    from results.report.stability_verdicts import stability_sentences
+
+    from .synthetic_runs import write_comparison
+
+    out = write_comparison(tmp_path / "cmp", arms=("sao", "grpo:clip-higher"), seeds=(0, 1), steps=60)
+    paths = write_report([out], tmp_path / "report", n_boot=200)
+    runs = pd.read_csv(tmp_path / "report" / "tables" / "runs.csv")
+    ((label, words),) = stability_sentences(runs)  # the one claim whose two arms ran here
+    assert label == GRPO_CLAIM and words.startswith("sao 0/2 collapsed (median > 60) vs grpo:clip-higher")
+    text = paths.index_html.read_text()
+    assert f"{GRPO_CLAIM}:</span> {escape(words)}" in text and "at best 0.33 with 2 vs 2 runs" in text

@@ -241,6 +241,7 @@ def test_each_committed_report_s_bottom_line_is_the_verdict_table_s():
 
     from results.report.bottom_line import bottom_lines, sentence
     from results.report.evidence import Reference
+    from results.report.stability_verdicts import stability_sentences
 
     checked = 0
     for page in sorted((REPO / "results" / "reference").glob("*/index.html")):
@@ -248,8 +249,8 @@ def test_each_committed_report_s_bottom_line_is_the_verdict_table_s():
         if "Bottom line" not in text:
             continue  # made before reports opened with one (issue 38: regenerated with the re-runs)
         ref = Reference(page.parent)
-        for line in bottom_lines(ref.diffs, ref.scores, ref.per_seed, ref.matrices, page.parent.name):
-            label, words = sentence(line)
+        lines = bottom_lines(ref.diffs, ref.scores, ref.per_seed, ref.matrices, page.parent.name)
+        for label, words in [*map(sentence, lines), *stability_sentences(ref.runs)]:
             assert escape(f"{label}:") in text and escape(words) in text, (page.parent.name, label)
             checked += 1
     assert checked >= 2
