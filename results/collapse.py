@@ -152,6 +152,7 @@ def logrank_exact_p(a: Sequence[TimeToCollapse], b: Sequence[TimeToCollapse]) ->
 
 
 def smallest_exact_p(n_a: int, n_b: int) -> float:
-    """The smallest two-sided `logrank_exact_p` any outcome of n_a vs n_b runs can give (a split
-    and its mirror the only ones that extreme): what a row with these runs could show at best."""
-    return min(1.0, 2 / math.comb(n_a + n_b, n_a))
+    """A floor under the two-sided `logrank_exact_p` of n_a vs n_b runs, whatever the outcome:
+    the observed split counts itself, and with equal arms its mirror too (the same |statistic|),
+    so p >= 1 / C(n_a + n_b, n_a), or twice that; what a row with these runs could show at best."""
+    return min(1.0, (2 if n_a == n_b else 1) / math.comb(n_a + n_b, n_a))

@@ -9,7 +9,8 @@ The rule of a row (exploratory: these claims were not in the declared family):
 - otherwise a direction is shown only where the exact permutation p of the log-rank statistic
   (`results.collapse.logrank_exact_p`, two-sided) is at most 0.05: "same direction" where the
   claim's arm collapsed later or less often, "opposite direction" otherwise. With n vs m runs the
-  test cannot go below 2 / C(n + m, n) (3 vs 3: 0.1), so the row says how low it could have gone.
+  test cannot go below 1 / C(n + m, n), twice that for n = m (3 vs 3: 0.1; 5 vs 5: 0.008), so the
+  row says how low it could have gone (`results.collapse.smallest_exact_p`).
 """
 
 from __future__ import annotations

@@ -146,6 +146,10 @@ def test_the_exact_log_rank_p_counts_the_splits_as_extreme():
     assert logrank_exact_p(four, [*falling, TimeToCollapse(400, True)]) == pytest.approx(2 / 70)
     assert logrank_exact_p(stable, [*stable[:2], TimeToCollapse(200, True)]) == 1.0
     assert logrank_exact_p(stable, stable) == 1.0
+    # unequal arms have no mirror split, so the floor is 1 / C(7, 3); here one other split is as
+    # extreme (the three earliest collapses against the rest, the other way): 2 / 35
+    assert logrank_exact_p(stable, [*falling, TimeToCollapse(400, True)]) == pytest.approx(2 / 35)
+    assert smallest_exact_p(3, 4) == pytest.approx(1 / 35)
 
 
 def test_past_the_exact_limit_the_p_is_sampled_and_stays_valid(monkeypatch):
