@@ -5,7 +5,9 @@ Everything is read from the experiment's directory, never from log lines: the sp
 metrics.jsonl (last line: step, reward, the budget's count) and summary.json (how it ended),
 and a finished run's final evaluation. A run is queued (no status yet, or claimed on a cluster
 and waiting for a node: `where` says what it asks for), running (`where`: its node and GPUs) (step, budget
-spent, reward), evaluating, finished (its score), stopped or failed (the reason); a sweep's
+spent, reward), interrupted (recorded running by a worker of this host that is gone, e.g. a
+killed command's: taken over and resumed later), evaluating, finished (its score), stopped or
+failed (the reason); a sweep's
 trial is queued, running (its current seed's run), complete (its value), pruned or failed.
 
 On a terminal the view is a table redrawn in place every poll; elsewhere (a log file, a pipe) it
@@ -27,6 +29,7 @@ from results.budgets import budget_of
 from results.experiments import FINAL_EVAL_DIR, STATUS_DIR, arm_slug
 from results.rundir import RunDir
 from results.tables import format_table
+from sweeps.queue import is_dead_here
 
 COLUMNS = ["run", "state", "progress", "reward", "result"]
 WHERE = "where"
@@ -122,6 +125,9 @@ def _state_row(status: dict[str, Any], name: str, run_dir: Path, budget: dict, b
     state = str(status.get("state"))
     metrics = last_metrics(run_dir / "metrics.jsonl")
     if state == "running":
+        if is_dead_here(str(status.get("worker", ""))):  # its command was killed: resumed when taken over
+            why = "its worker is gone: it resumes from its last checkpoint when a worker takes it over"
+            return RunRow(name, "interrupted", budget_progress(metrics, budget), _reward(metrics), why)
         end = RunDir(run_dir).read_outcome() if (run_dir / "summary.json").exists() else None
         if end is not None and str(end.outcome) == "finished":
             return RunRow(name, "evaluating", budget_progress(metrics, budget), _reward(metrics))

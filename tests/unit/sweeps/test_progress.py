@@ -66,6 +66,25 @@ def test_a_trained_run_whose_status_is_still_running_is_evaluating(tmp_path):
     assert rows["sao-s1"].state == "evaluating"
 
 
+def test_a_run_whose_worker_here_is_gone_is_interrupted_not_running(tmp_path):
+    import subprocess
+    import sys
+
+    from sweeps.queue import worker_id
+
+    out = _comparison(tmp_path / "cmp")
+    _status(out, "sao-s1", state="running", worker=worker_id())  # this process: alive
+    assert {r.run: r for r in read_rows(out)}["sao-s1"].state == "running"
+    child = subprocess.run(
+        [sys.executable, "-c", "from sweeps.queue import worker_id; print(worker_id())"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    _status(out, "sao-s1", state="running", worker=child.stdout.strip())  # a worker that has ended
+    row = {r.run: r for r in read_rows(out)}["sao-s1"]
+    assert row.state == "interrupted" and row.progress == "step 3, trajectories 384/1,024 (38%)"
+    assert row.result.startswith("its worker is gone: it resumes from its last checkpoint")
+
+
 def test_off_a_terminal_each_event_is_one_line(tmp_path):
     out = _comparison(tmp_path / "cmp")
     stream = io.StringIO()
