@@ -129,21 +129,24 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="T",
-        help="sampling temperature, 0 = greedy (default: the benchmark's, 1.0 for all built-in ones)",
+        help="sampling temperature, 0 = greedy (default: a run directory's, else the benchmark's, 1.0 for "
+        "all built-in ones)",
     )
     p.add_argument(
         "--top-p",
         type=float,
         default=None,
         metavar="P",
-        help="nucleus sampling threshold in (0, 1] (default: the benchmark's, 1.0 for all built-in ones)",
+        help="nucleus sampling threshold in (0, 1] (default: a run directory's, else the benchmark's, 1.0 "
+        "for all built-in ones)",
     )
     p.add_argument(
         "--max-new-tokens",
         type=int,
         default=None,
         metavar="N",
-        help="generation budget per sample (default: the benchmark's; always capped by the model's context)",
+        help="generation budget per sample (default: a run directory's max_new_tokens where it set one, else "
+        "the benchmark's; always capped by the model's context)",
     )
 
 
@@ -196,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
     from bench.eval.checkpoints import (
         load_for_eval,
         resolve_model,
+        run_sampling,
         run_system_prompt,
         run_template_options,
         tiny_task,
@@ -223,7 +227,8 @@ def run(args: argparse.Namespace) -> int:
     system_prompt = args.system_prompt if args.system_prompt is not None else run_system_prompt(run_dir)
     if system_prompt is not None:
         _check_template(source, system_prompt)
-    sampling = {"temperature": args.temperature, "top_p": args.top_p, "max_new_tokens": args.max_new_tokens}
+    given = {"temperature": args.temperature, "top_p": args.top_p, "max_new_tokens": args.max_new_tokens}
+    sampling = {**run_sampling(run_dir), **{k: v for k, v in given.items() if v is not None}}
     stores = {spec.name: EvalStore(out, spec.name, overwrite=args.overwrite) for spec in specs}
     finished = _finished(args, specs, problems, stores, out, sampling, model_id, system_prompt)
     check_writable(out)  # the default --out, before the model loads

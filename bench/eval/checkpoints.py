@@ -32,7 +32,8 @@ def tiny_task(bench_names: list[str]) -> str:
 
 
 def resolve_model(spec: str, task: str = "arith", progress: bool = True) -> tuple[str, Path | None]:
-    """(what to load: a directory or a hub id, the run directory when `spec` is one).
+    """(what to load: a directory or a hub id, the run directory when `spec` is one or one of
+    its checkpoints, as `bench compare` evaluates a run's selected checkpoint).
 
     `tiny` is the embedded model's base checkpoint for `task` (pretrained on first use).
     Raises UsageError for a run directory without a checkpoint, or a checkpoint directory
@@ -59,8 +60,10 @@ def resolve_model(spec: str, task: str = "arith", progress: bool = True) -> tupl
         if not (latest / "policy").is_dir():
             raise UsageError(f"checkpoint {latest} has no policy/ directory")
         return str(latest / "policy"), path
-    if (path / "policy").is_dir():
-        return str(path / "policy"), None
+    if (path / "policy").is_dir():  # a checkpoint: of a run when it sits in one's checkpoints/
+        run = path.parent.parent
+        of_run = path.parent.name == "checkpoints" and (run / "config.json").is_file()
+        return str(path / "policy"), run if of_run else None
     if path.name.startswith("step_"):
         raise UsageError(f"checkpoint {path} has no policy/ directory")
     return str(path), None
@@ -93,6 +96,15 @@ def run_template_options(run_dir: Path | None) -> dict[str, Any]:
     `bench eval --model RUN_DIR` renders prompts as its rollouts did; {} for other models."""
     config = _run_config(run_dir)
     return {"enable_thinking": config.get("enable_thinking")} if config else {}
+
+
+def run_sampling(run_dir: Path | None) -> dict[str, Any]:
+    """The sampling a run's rollouts used (temperature, top_p, and max_new_tokens where it set
+    one), so `bench eval --model RUN_DIR` samples its checkpoints as they were trained and as its
+    in-training evaluations did; {} for other models (the benchmark's sampling)."""
+    config = _run_config(run_dir)
+    keys = ("temperature", "top_p", "max_new_tokens")
+    return {k: config[k] for k in keys if config.get(k) is not None}
 
 
 def run_system_prompt(run_dir: Path | None) -> str | None:

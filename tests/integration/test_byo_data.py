@@ -113,9 +113,10 @@ def test_an_instruct_model_trains_with_a_system_prompt_and_thinking_off(chat_tin
     assert in_training["settings"]["system_prompt"] == "Be brief."
     assert in_training["settings"]["sampling"]["max_new_tokens"] == 8  # the run's length, not arith's 160
     evaluated = bench(
-        "eval", "--model", str(out), "--bench", "arith", "--limit", "2", "--k", "1", "--max-new-tokens", "4",
+        "eval", "--model", str(out), "--bench", "arith", "--limit", "2", "--k", "1",
         "--out", str(tmp_path / "eval"), "--no-progress",
     )  # fmt: skip
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     summary = json.loads((tmp_path / "eval" / "arith.summary.json").read_text())
     assert summary["settings"]["system_prompt"] == "Be brief."
+    assert summary["settings"]["sampling"]["max_new_tokens"] == 8  # the run's, as in training
