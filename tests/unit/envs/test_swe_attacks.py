@@ -9,12 +9,13 @@ patch of the same instance still resolves.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 
 import pytest
 
 from envs.swe import synthetic
-from envs.swe.local_runtime import LocalRuntime
+from envs.swe.local_runtime import DEFAULT_LIMITS, LocalRuntime
 from envs.swe.swe_mini import load_swe_mini, repo_files
 from envs.swe.workspace_memory import file_diff
 from tests.fixtures import swe_attacks
@@ -113,7 +114,11 @@ def test_the_answer_key_is_nowhere_the_run_can_read(instance):
 @pytest.mark.parametrize("payload", list(swe_attacks.EXITS))
 def test_ending_or_killing_the_run_forges_nothing(payload, instance):
     _, base = module_of(INSTANCES[instance])
-    grade = attack(instance, swe_attacks.instrumented(base, swe_attacks.EXITS[payload], True))
+    # a stopped run ends only at the wall limit: a shorter one than the default 20 s, same outcome
+    stopped = (
+        NoScanVeto(dataclasses.replace(DEFAULT_LIMITS, wall_seconds=6)) if "SIGSTOP" in payload else None
+    )
+    grade = attack(instance, swe_attacks.instrumented(base, swe_attacks.EXITS[payload], True), stopped)
     assert_not_paid(
         instance, grade, acted="parent" not in payload and "pid 1" not in payload
     )  # those two: refused
