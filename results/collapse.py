@@ -56,19 +56,38 @@ def collapse_step(rewards: Sequence[tuple[int, float]], diverged: bool = False) 
 
     `rewards`: (step, training reward) of every step, in order (steps without a reward, e.g. the
     step-0 evaluation line, left out); `diverged`: the run ended non-finite."""
+    for step, fall in _falls(rewards):
+        if fall < FRACTION:
+            return step
+    if diverged:
+        return int(rewards[-1][0]) if rewards else 0
+    return None
+
+
+def _falls(rewards: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
+    """(step, trailing mean / best earlier trailing mean) at every step >= MIN_STEP that has a
+    positive best before it: the quantity the rule compares with FRACTION."""
     steps = [int(s) for s, _ in rewards]
     values = np.asarray([float(r) for _, r in rewards], dtype=float)
-    if len(values) >= WINDOW:
-        trailing = np.convolve(values, np.ones(WINDOW) / WINDOW, mode="valid")  # ends at steps[W-1:]
-        best_before = np.maximum.accumulate(trailing)
-        for i in range(1, len(trailing)):
-            step = steps[i + WINDOW - 1]
-            best = best_before[i - 1]
-            if step >= MIN_STEP and best > 0 and trailing[i] < FRACTION * best:
-                return step
-    if diverged:
-        return steps[-1] if steps else 0
-    return None
+    if len(values) < WINDOW:
+        return []
+    trailing = np.convolve(values, np.ones(WINDOW) / WINDOW, mode="valid")  # ends at steps[W-1:]
+    best_before = np.maximum.accumulate(trailing)
+    out = []
+    for i in range(1, len(trailing)):
+        step, best = steps[i + WINDOW - 1], best_before[i - 1]
+        if step >= MIN_STEP and best > 0:
+            out.append((step, float(trailing[i] / best)))
+    return out
+
+
+def deepest_fall(rewards: Sequence[tuple[int, float]]) -> float:
+    """The lowest trailing mean reward relative to the best earlier one over a run (1: it never
+    fell; below FRACTION: it collapsed under the rule); NaN where the rule has nothing to compare.
+    Descriptive, added after the first stability runs were seen (not part of the rule): it shows
+    how near to a collapse a run came, which a collapse count alone does not."""
+    falls = [fall for _, fall in _falls(rewards)]
+    return min(min(falls), 1.0) if falls else float("nan")
 
 
 def time_to_collapse(

@@ -20,7 +20,7 @@ import pandas as pd
 
 from benchmarks.scoring import correct_by_problem
 from results.budgets import limits_text
-from results.collapse import collapse_step
+from results.collapse import collapse_step, deepest_fall
 from results.evals import read_records, read_summary
 from results.experiments import FINAL_EVAL_DIR, SPEC_FILE, RunState, arm_slug, read_status
 from results.files import read_json
@@ -36,7 +36,7 @@ class Comparison:
       steps and the consumption (trajectories, generated_trajectories, generated_tokens,
       elapsed_s, learner_s, critic_s, critic_share, flops and critic_flops: None where not
       counted), updates_per_batch (the run's `minibatches`), collapsed and collapse_step (the rule
-      of `results.collapse`), selected checkpoint, config hash, commit, task and the budget
+      of `results.collapse`) and deepest_fall (`results.collapse.deepest_fall`), selected checkpoint, config hash, commit, task and the budget
       its config sets (`results.budgets.limits_text`);
     - `metrics`: one row per (run, step) with every metric of metrics.jsonl (arm, seed, run);
     - `scores`: one row per problem of a final evaluation: arm, seed, run, benchmark,
@@ -225,6 +225,7 @@ def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list
     ]
     collapse = collapse_step(rewards, diverged=row["outcome"] == RunOutcome.NON_FINITE)
     row["collapsed"], row["collapse_step"] = collapse is not None, collapse  # `results.collapse`'s rule
+    row["deepest_fall"] = deepest_fall(rewards)  # how near the rule's threshold it came (descriptive)
     row["stale_dropped"] = sum(m.get("rollout/stale_dropped") or 0 for m in metric_rows)
     row.update(_cost_columns(metric_rows))
     final = path / "evals" / FINAL_EVAL_DIR

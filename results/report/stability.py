@@ -21,8 +21,16 @@ from results.report.plotting import Figure, arm_colors, legend, new_figure, save
 RULE = (
     f"collapsed: the first step >= {MIN_STEP} whose {WINDOW}-step trailing mean training reward is below "
     f"{FRACTION:.0%} of its best earlier one, or the last step of a run that ended non-finite "
-    "(results/collapse.py, fixed before the runs); a run that never collapses counts until its last step"
+    "(results/collapse.py, fixed before the runs); a run that never collapses counts until its last step. "
+    "Deepest fall: each run's lowest trailing mean reward over its best earlier one (1 = it never fell; "
+    "descriptive, added after the first stability runs had been seen, not part of the rule)"
 )
+
+
+DEEPEST_FALL = "deepest fall per run (descriptive)"
+"""The column of each run's lowest trailing reward / best earlier one (`results.collapse.deepest_fall`):
+1 = never fell, below 0.5 = collapsed. Added after the first stability runs were seen, so it
+describes and decides nothing."""
 
 
 def times_by_arm(comparison: Comparison) -> dict[str, list[TimeToCollapse]]:
@@ -44,17 +52,20 @@ def stability_table(comparison: Comparison) -> pd.DataFrame:
     """Per arm: its runs collapsed of its runs, the median steps to collapse (Kaplan-Meier; "> N"
     when fewer than half collapsed in N steps) and each collapsed run's step."""
     rows = []
+    runs = comparison.runs
     for arm, times in times_by_arm(comparison).items():
         steps = sorted(t.steps for t in times if t.collapsed)
-        rows.append(
-            {
-                "arm": arm,
-                "collapsed / runs": f"{len(steps)} / {len(times)}",
-                "median steps to collapse": median_steps_to_collapse(times),
-                "collapse steps": ", ".join(map(str, steps)) or "-",
-                "longest run (steps)": max(t.steps for t in times),
-            }
-        )
+        row = {
+            "arm": arm,
+            "collapsed / runs": f"{len(steps)} / {len(times)}",
+            "median steps to collapse": median_steps_to_collapse(times),
+            "collapse steps": ", ".join(map(str, steps)) or "-",
+            "longest run (steps)": max(t.steps for t in times),
+        }
+        if "deepest_fall" in runs:
+            falls = pd.to_numeric(runs.loc[runs["arm"] == arm, "deepest_fall"], errors="coerce").dropna()
+            row[DEEPEST_FALL] = ", ".join(f"{f:.2f}" for f in sorted(falls)) or "-"
+        rows.append(row)
     return pd.DataFrame(rows)
 
 

@@ -18,6 +18,7 @@ from results.collapse import (
     WINDOW,
     TimeToCollapse,
     collapse_step,
+    deepest_fall,
     kaplan_meier,
     logrank_exact_p,
     logrank_statistic,
@@ -26,7 +27,7 @@ from results.collapse import (
     time_to_collapse,
 )
 from results.comparison import load
-from results.report.stability import stability_table, survival_figure
+from results.report.stability import DEEPEST_FALL, stability_table, survival_figure
 
 
 def _curve(values) -> list[tuple[int, float]]:
@@ -52,6 +53,17 @@ def test_a_fall_to_a_fifth_collapses_where_the_trailing_mean_crosses_half_the_be
     assert collapse_step(_curve([0.5] * 20 + [0.1] * 80)) == 50
     # a slow decline to 60% of the best is not a collapse
     assert collapse_step(_curve([0.5] * 100 + [0.3] * 100)) is None
+
+
+def test_the_deepest_fall_is_the_lowest_trailing_mean_over_the_best_before_it():
+    assert deepest_fall(_curve([0.5] * 100 + [0.1] * 100)) == pytest.approx(0.2)  # 0.1 / 0.5
+    assert deepest_fall(_curve([0.5] * 100 + [0.3] * 100)) == pytest.approx(0.6)  # no collapse, but near
+    assert (
+        deepest_fall(_curve([0.5] * 1000)) == 1.0
+        and deepest_fall(_curve([0.1 * i for i in range(80)])) == 1.0
+    )
+    assert math.isnan(deepest_fall(_curve([0.5] * 10)))  # too short for the rule's window
+    assert math.isnan(deepest_fall(_curve([0.0] * 200)))  # never rewarded: no best to fall from
 
 
 def test_a_diverged_run_collapses_at_its_last_step_unless_it_had_already():
@@ -111,6 +123,8 @@ def test_the_report_counts_collapses_per_arm_and_draws_their_survival(tmp_path):
         table.loc["grpo", "collapsed / runs"] == "2 / 3" and table.loc["grpo", "collapse steps"] == "60, 113"
     )
     assert table.loc["grpo", "median steps to collapse"] == "113"  # S: 2/3 after 60, 1/3 after 113
+    assert table.loc["grpo", DEEPEST_FALL] == "0.20, 1.00, 1.00"  # the diverged run had not fallen
+    assert table.loc["sao", DEEPEST_FALL] == "1.00, 1.00, 1.00"
     assert (
         table.loc["sao", "collapsed / runs"] == "0 / 3"
         and table.loc["sao", "median steps to collapse"] == "> 200"
