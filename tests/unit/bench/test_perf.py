@@ -92,3 +92,14 @@ def test_perf_quick_kv_cache(tmp_path):
     assert section["metric"] == "tokens_per_s" and _positive(section["ours"]) and _positive(section["peer"])
     assert section["setup"]["prompts"] == 4 and section["setup"]["new_tokens_per_prompt"] == 16
     assert "full forward" in section["peer_name"] and "model" not in result  # needs no --model
+
+
+@pytest.mark.slow
+def test_perf_quick_weight_transfer_reports_the_copies_beside_the_broadcast(tmp_path):
+    result, _ = _perf("--quick", "--repeats", "1", "--only", "weight_transfer", tmp_path=tmp_path)
+    section = result["sections"]["weight_transfer"]
+    assert section["metric"] == "seconds_per_update" and section["size"] == "tiny"
+    for key in ("ours", "peer", "packed_broadcast_seconds", "copy_seconds", "copy_ratio"):
+        assert _positive(section[key]), key
+    assert section["bytes"] == section["sizes"]["tiny"]["bytes"] > 0
+    assert section["copy_ratio"] == pytest.approx(section["copy_seconds"] / section["peer"])
