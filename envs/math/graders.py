@@ -180,9 +180,10 @@ def grade_integer(completion: str, answer: str | int) -> GradeResult:
     return GradeResult(correct, extracted, "integer")
 
 
-_LAST_NUMBER_RE = re.compile(r"(?<![\w.])(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)(?!\w)")
-"""A number standing alone: a sign only where no operand precedes it (`9-2` is 9 and 2, `= -2`
-is -2), no digits glued to letters (`3rd`, `x2`), thousands commas, a decimal part."""
+_LAST_NUMBER_RE = re.compile(r"(?<![\w.])((?:(?<!-)-)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)(?!\w)")
+"""A number standing alone: a sign only where no operand or other minus precedes it (`9-2` is 9
+and 2, `= -2` is -2, `--6` is 6, not -6), no digits glued to letters (`3rd`, `x2`), thousands
+commas, a decimal part."""
 
 
 def grade_last_integer(completion: str, answer: str | int) -> GradeResult:

@@ -228,6 +228,10 @@ LAST_NUMBER = [
     # an operator is no sign: 9-2 reads 9 and 2
     ("9-2", "-2", False),
     ("9-2", "2", True),
+    # a doubled minus is no sign of the number: --6 is 6 (it had read -6)
+    ("so --6", "-6", False),
+    ("so --6", "6", True),
+    ("3--6", "6", True),
     # attacks: a list of guesses scores its last only; a thought is not read; a decimal is wrong
     ("5 or 6 or 7", "5", False),
     ("5 or 6 or 7", "7", True),
