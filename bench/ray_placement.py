@@ -30,7 +30,6 @@ CPU (gloo between the learner nodes).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import hashlib
 import os
 import signal
@@ -43,7 +42,7 @@ from typing import Any
 
 from bench.errors import UsageError
 from bench.rollout.remote_env import ENV_WORKERS_VARIABLE, NAMESPACE, EnvHost
-from results.rundir import ATTEMPT_PID_VARIABLE
+from results.rundir import ATTEMPT_PID_VARIABLE, die_with_parent
 
 MAX_LEARNER_RESTARTS = 3
 """New learner actors after a lost one, before the run is given up."""
@@ -76,11 +75,9 @@ def _real_gpus() -> bool:
     return torch.cuda.is_available()
 
 
-def _die_with_parent() -> None:
-    try:  # SIGTERM: torchrun stops its ranks, which checkpoint and release the run directory
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+def _term_with_parent() -> None:
+    # SIGTERM: torchrun stops its ranks, which checkpoint and release the run directory
+    die_with_parent(signal.SIGTERM)
 
 
 class ServerActor:
@@ -147,7 +144,7 @@ class LearnerActor:
         run, deadline = RunDir(out), time.monotonic() + BUSY_WAIT_S
         while (run.path / "config.json").exists() and run.is_locked() and time.monotonic() < deadline:
             time.sleep(1.0)
-        return subprocess.Popen(cmd, env=env, preexec_fn=_die_with_parent).wait()
+        return subprocess.Popen(cmd, env=env, preexec_fn=_term_with_parent).wait()
 
 
 def _bundle(cpus: float, gpus: int) -> dict[str, float]:

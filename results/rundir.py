@@ -20,6 +20,7 @@ scheduler can tell a duplicate start from a failure without reading its output.
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import hashlib
 import json
@@ -92,6 +93,20 @@ def attempt_pid() -> int:
     run` for a placed rank, else this process."""
     placed = os.environ.get(ATTEMPT_PID_VARIABLE, "")
     return int(placed) if placed.isdigit() else os.getpid()
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int) -> None:
+    """Ask the kernel to send `sig` to this process when its parent dies (Linux's
+    PR_SET_PDEATHSIG), for a run's or worker's child process, called between fork and exec
+    (`preexec_fn`): a run whose worker died is then never trained twice at once. Elsewhere a
+    no-op: the run directory's lock still guards the run."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig)
+    except (OSError, AttributeError):
+        pass
 
 
 class RunDirError(ValueError):

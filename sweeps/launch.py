@@ -16,7 +16,6 @@ Workers and their runs never inherit a distributed launcher's variables (`sweeps
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from algorithms.fields import doc
+from results.rundir import die_with_parent
 from sweeps.errors import ExperimentError
 from sweeps.launcher import without_launcher_variables
 
@@ -127,11 +127,8 @@ def gpu_sets(workers: int, gpus_per_run: int = GPUS_PER_RUN) -> list[str | None]
     return [",".join(gpus[i * gpus_per_run : (i + 1) * gpus_per_run]) for i in range(workers)]
 
 
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+def _term_with_parent() -> None:
+    die_with_parent(signal.SIGTERM)
 
 
 POLL_S = 2.0
@@ -153,7 +150,7 @@ def run_workers(out: Path, workers: int, view: bool = True) -> list[int]:
         env = without_launcher_variables(os.environ)
         if gpus is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpus
-        procs.append(subprocess.Popen(args, preexec_fn=_die_with_parent, env=env))
+        procs.append(subprocess.Popen(args, preexec_fn=_term_with_parent, env=env))
     try:
         while any(p.poll() is None for p in procs):
             if live is not None:

@@ -4,7 +4,6 @@ so a run whose worker died is never trained twice at once) and pinned to the wor
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -12,19 +11,15 @@ import sys
 import time
 from pathlib import Path
 
+from results.rundir import die_with_parent
 from sweeps.launcher import without_launcher_variables
-
-_PR_SET_PDEATHSIG = 1
 
 
 def _child_setup(cores: list[int] | None):
     """preexec_fn of run and eval processes: die with the worker, run on its cores."""
 
     def setup() -> None:
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        except (OSError, AttributeError):  # not Linux: the run directory's lock still guards the run
-            pass
+        die_with_parent(signal.SIGKILL)
         if cores:
             os.sched_setaffinity(0, cores)
 

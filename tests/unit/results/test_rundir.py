@@ -207,3 +207,38 @@ def test_a_placed_rank_records_the_placing_process_as_the_attempt(tmp_path, monk
     run.path.mkdir()
     run.mark_running()
     assert run.read_outcome().pid == 4242
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_child_started_with_die_with_parent_ends_when_its_parent_is_killed(sig):
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, subprocess, sys, time\n"
+            "from results.rundir import die_with_parent\n"
+            f"child = subprocess.Popen(['sleep', '60'], preexec_fn=lambda: die_with_parent({int(sig)}))\n"
+            "print(child.pid, flush=True)\n"
+            "time.sleep(60)\n",
+        ],
+        cwd=Path(__file__).resolve().parents[3],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    child = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)  # still there (or a zombie, until init reaps it)
+            with open(f"/proc/{child}/stat") as f:
+                if f.read().split(")")[-1].split()[0] == "Z":
+                    break
+        except (ProcessLookupError, FileNotFoundError):
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the child outlived its killed parent by 10 s")
