@@ -9,10 +9,11 @@ business (`--cluster ray`).
 
 Each run of a comparison (or trial of a sweep) is a trial whose user attribute `run` names it:
 
-* **Claim**: a worker takes the lowest-numbered WAITING trial by setting it RUNNING; the
-  storage lets exactly one worker win that transition (RDB: a row lock; journal: the order
-  of the log). The winner records itself as the trial's holder (`worker_id`: host, boot,
-  pid and the process's start time, so a reused pid is not mistaken for it).
+* **Claim**: a worker takes the lowest-numbered WAITING trial, a takeover (below) before any
+  other, by setting it RUNNING; the storage lets exactly one worker win that transition (RDB: a
+  row lock; journal: the order of the log). The winner records itself as the trial's holder
+  (`worker_id`: host, boot, pid and the process's start time, so a reused pid is not mistaken
+  for it).
 * **Takeover**: a RUNNING trial whose holder is gone is *stale*: the next worker marks it FAIL
   ("holder gone") and enqueues a new trial for the same run, which resumes the run from its
   last checkpoint. Whether a holder is gone is asked of the backend (`RunQueue.holder_gone`):
@@ -201,7 +202,11 @@ class RunQueue:
         from optuna.trial import TrialState
 
         self._take_over_stale()
-        for t in sorted(self._trials((TrialState.WAITING,)), key=lambda t: t.number):
+        # a taken-over run first: it resumes from its checkpoint, nearer its end than a fresh one
+        waiting = sorted(
+            self._trials((TrialState.WAITING,)), key=lambda t: ("takeover_of" not in t.user_attrs, t.number)
+        )
+        for t in waiting:
             if not self.storage.set_trial_state_values(t._trial_id, TrialState.RUNNING):
                 continue  # another worker claimed it first
             claim = Claim(t._trial_id, t.number, t.user_attrs["run"])

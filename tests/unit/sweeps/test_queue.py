@@ -168,3 +168,18 @@ def test_the_local_backend_refuses_a_queue_held_on_another_machine(storage_url, 
     local.finish(local.claim(), 1.0, {})  # r2 done: only r1 is left, which only `elsewhere` can see
     with pytest.raises(ExperimentError, match="--cluster ray"):
         refuse_foreign_holds([local], only_if_all_pending=True)
+
+
+def test_a_taken_over_run_is_claimed_before_the_runs_that_never_started(storage_url, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-c", "from sweeps.queue import worker_id; print(worker_id())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    q = _queue(storage_url, tmp_path)
+    q.ensure(["r1", "r2", "r3"])
+    q.worker = proc.stdout.strip()  # a worker that is gone, holding r1
+    assert q.claim().run == "r1"
+    q.worker = worker_id()
+    assert [q.claim().run for _ in range(3)] == ["r1", "r2", "r3"]  # r1 resumes first
