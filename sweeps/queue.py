@@ -27,7 +27,9 @@ Each run of a comparison (or trial of a sweep) is a trial whose user attribute `
 * **Exactly once**: several workers may take over the same stale trial at once (the journal
   lets each one believe it succeeded) or enqueue the same run twice; a claimed trial whose run
   already has a lower-numbered trial RUNNING or COMPLETE is a duplicate, failed at once
-  without running. A finished run is never repeated. The run directory's lock
+  without running. A finished run is never repeated, unless asked (`redo`: its results are
+  gone), and then once: the redo's trial counts only the trials after the one it replaces. The
+  run directory's lock
   (`results.rundir.RunDir.lock`) is the last guard: two processes never train one run.
 
 Only `optuna.storages` public methods are used (get_all_trials, set_trial_state_values,
@@ -134,6 +136,11 @@ def is_dead_here(worker: str) -> bool:
     return _start_time(int(pid)) != start
 
 
+REDO_OF = "redo_of"
+"""User attribute of a trial that runs a finished run again (`RunQueue.redo`): the number of the
+COMPLETE trial it replaces."""
+
+
 @dataclass
 class Claim:
     """A run this worker holds: its trial and name."""
@@ -183,6 +190,20 @@ class RunQueue:
             if trial is None or (retry_failed and _failed_for_real(trial)):
                 self.study.enqueue_trial({}, user_attrs={"run": run})
 
+    def redo(self, runs: list[str]) -> list[str]:
+        """Enqueue again each of `runs` whose latest trial is COMPLETE (a finished run whose
+        results are gone, e.g. its run directory deleted): the new trial records `redo_of`, so
+        the trials before it no longer make it a duplicate. Returns the runs enqueued."""
+        from optuna.trial import TrialState
+
+        latest, redone = self.latest(), []
+        for run in runs:
+            trial = latest.get(run)
+            if trial is not None and trial.state == TrialState.COMPLETE:
+                self.study.enqueue_trial({}, user_attrs={"run": run, REDO_OF: trial.number})
+                redone.append(run)
+        return redone
+
     def latest(self) -> dict[str, Any]:
         """Run name -> its latest trial that is not a duplicate (FrozenTrial)."""
         out: dict[str, Any] = {}
@@ -211,20 +232,20 @@ class RunQueue:
                 continue  # another worker claimed it first
             claim = Claim(t._trial_id, t.number, t.user_attrs["run"])
             self.storage.set_trial_system_attr(claim.trial_id, "worker", self.worker)
-            earlier = self._earlier_live_trial(claim)
+            earlier = self._earlier_live_trial(claim, t.user_attrs.get(REDO_OF, -1))
             if earlier is None:
                 return claim
             self.storage.set_trial_user_attr(claim.trial_id, "duplicate", f"of trial {earlier}")
             self.storage.set_trial_state_values(claim.trial_id, TrialState.FAIL)
         return None
 
-    def _earlier_live_trial(self, claim: Claim) -> int | None:
+    def _earlier_live_trial(self, claim: Claim, redo_of: int = -1) -> int | None:
         """The number of a lower-numbered trial of the same run that is RUNNING, COMPLETE or
-        PRUNED (a sweep's pruned trial is done too)."""
+        PRUNED (a sweep's pruned trial is done too), after trial `redo_of` (a redo's: `redo`)."""
         from optuna.trial import TrialState
 
         for t in self._trials((TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED)):
-            if t.user_attrs.get("run") == claim.run and t.number < claim.number:
+            if t.user_attrs.get("run") == claim.run and redo_of < t.number < claim.number:
                 return t.number
         return None
 
@@ -250,9 +271,10 @@ class RunQueue:
             except UpdateFinishedTrialError:
                 continue  # another worker took it over first
             # the same parameters again: a sweep's retry resumes the same configuration's runs
-            self.study.enqueue_trial(
-                dict(t.params), user_attrs={"run": t.user_attrs["run"], "takeover_of": t.number}
-            )
+            attrs = {"run": t.user_attrs["run"], "takeover_of": t.number}
+            if REDO_OF in t.user_attrs:  # a taken-over redo is still a redo
+                attrs[REDO_OF] = t.user_attrs[REDO_OF]
+            self.study.enqueue_trial(dict(t.params), user_attrs=attrs)
 
     def foreign_holds(self) -> dict[str, list[str]]:
         """Host -> runs RUNNING under a holder on another machine (which this machine cannot see:

@@ -7,7 +7,10 @@ an --out holding another comparison). The runs are a queue in an Optuna storage
 each run is a Ray task placed on a node with its CPUs and GPUs (`sweeps.scheduler`). Running
 the command again resumes the comparison: finished runs are kept, interrupted ones continue
 from their last checkpoint; with more seeds (every earlier one kept: `--seeds 5` after
-`--seeds 3`) it extends the comparison, recorded in its spec file's `extended`.
+`--seeds 3`) it extends the comparison, recorded in its spec file's `extended`. A run the
+study records as finished whose directory holds no finished run (deleted, lost with a machine,
+not copied) is trained again (`lost_runs`, `sweeps.queue.RunQueue.redo`), saying so: the study
+alone would have reported it done and the report left it out.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.commands import (
     add_field_options,
@@ -164,7 +168,13 @@ def run(args: argparse.Namespace) -> int:
     if before is not None and before != saved["seeds"]:  # the same comparison, more seeds
         added = ", ".join(str(s) for s in saved["seeds"] if s not in before)
         print(f"comparison: {out} extended by seed(s) {added}; its finished runs are kept", flush=True)
-    RunQueue(storage, saved["study"]).ensure(spec.run_names(), retry_failed=args.retry_failed)
+    queue = RunQueue(storage, saved["study"])
+    queue.ensure(spec.run_names(), retry_failed=args.retry_failed)
+    for run in queue.redo(lost_runs(out, queue, spec.run_names())):
+        print(
+            f"comparison: {run} had finished, but its run directory holds no finished run: trained again",
+            flush=True,
+        )
     n = len(spec.run_names())
     print(
         f"comparison: {out} ({len(spec.arms)} arms x {len(spec.seeds)} seeds = {n} runs, "
@@ -175,6 +185,26 @@ def run(args: argparse.Namespace) -> int:
     code = run_experiment(out, launch, cluster)
     status = _finish(out, args.no_report)
     return code or status
+
+
+def lost_runs(out: Path, queue: Any, runs: list[str]) -> list[str]:
+    """Runs the study records as done (their latest trial COMPLETE) whose directory under `out`
+    holds no finished run: deleted, or never copied with the comparison."""
+    from optuna.trial import TrialState
+
+    from results.rundir import RunDir, RunOutcome
+    from sweeps.comparison_runs import RUNS_DIR
+
+    latest = queue.latest()
+    lost = []
+    for run in runs:
+        trial = latest.get(run)
+        if trial is None or trial.state != TrialState.COMPLETE:
+            continue
+        end = RunDir(out / RUNS_DIR / run).read_outcome()
+        if end is None or end.outcome is not RunOutcome.FINISHED:
+            lost.append(run)
+    return lost
 
 
 def _finish(out: Path, no_report: bool) -> int:

@@ -183,3 +183,31 @@ def test_a_taken_over_run_is_claimed_before_the_runs_that_never_started(storage_
     assert q.claim().run == "r1"
     q.worker = worker_id()
     assert [q.claim().run for _ in range(3)] == ["r1", "r2", "r3"]  # r1 resumes first
+
+
+def test_a_finished_run_is_redone_once_when_asked_and_a_taken_over_redo_stays_one(storage_url, tmp_path):
+    q = _queue(storage_url, tmp_path)
+    q.ensure(["r1", "r2"])
+    c1, c2 = q.claim(), q.claim()
+    q.finish(c1, 0.5, {})
+    assert q.redo(["r1", "r2"]) == ["r1"]  # r2 is still running: nothing to redo
+    # a second command asking at once enqueues r1 again too: only one of the two trains
+    q.study.enqueue_trial({}, user_attrs={"run": "r1", "redo_of": c1.number})
+    redo = q.claim()
+    assert redo is not None and redo.run == "r1" and redo.number > c1.number
+    assert q.claim() is None  # the other redo was a duplicate of this one
+    # the redo's holder dies: its takeover is still a redo, not a duplicate of the first trial
+    gone = subprocess.run(
+        [sys.executable, "-c", "from sweeps.queue import worker_id; print(worker_id())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    q.storage.set_trial_system_attr(redo.trial_id, "worker", gone)
+    again = q.claim()
+    assert again is not None and again.run == "r1" and again.number > redo.number
+    q.finish(again, 0.6, {})
+    q.finish(c2, 0.7, {})
+    assert _states(q) == {"r1": "COMPLETE", "r2": "COMPLETE"}
+    assert q.latest()["r1"].number == again.number
+    assert q.redo([]) == [] and q.claim() is None
