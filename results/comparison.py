@@ -197,6 +197,9 @@ def _read_run(entry: dict[str, Any]) -> tuple[dict, list[dict], list[dict], list
         "attempts": status.get("attempts", 0),
     }
     if not (path / "config.json").exists():
+        if row["state"] == RunState.FINISHED:  # its worker finished it, its results are gone
+            row["state"] = RunState.FAILED
+            row["detail"] = f"recorded finished, but {path} is gone: the comparison's command trains it again"
         return row, [], [], []
     run = RunDir(path)
     config = run.read_config()

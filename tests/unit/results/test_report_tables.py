@@ -340,3 +340,16 @@ def test_an_arms_file_s_own_settings_are_stated_as_such(comparison_dir):
     assert by_arm.loc["sao", "tuning"] == "the arms file's settings"
     assert by_arm.loc["sao", "parameters"] == "algo.dis_eps_high=1.94, policy_lr=8.64e-05"
     assert by_arm.loc["grpo", "tuning"] == "shared defaults"
+
+
+def test_the_report_of_such_a_comparison_says_the_run_is_gone_instead_of_leaving_it_out(tmp_path):
+    import shutil
+
+    from tests.unit.results.synthetic_runs import write_comparison
+
+    out = write_comparison(tmp_path / "cmp", arms=("sao",), seeds=(0, 1), final_eval=(10, 2))
+    shutil.rmtree(out / "runs" / "sao-s1")
+    runs = load([out]).runs.set_index("run")
+    assert runs.loc["sao-s0", "state"] == "finished"
+    assert runs.loc["sao-s1", "state"] == "failed"
+    assert "is gone" in runs.loc["sao-s1", "detail"]
