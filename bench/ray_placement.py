@@ -30,6 +30,7 @@ CPU (gloo between the learner nodes).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import signal
@@ -73,11 +74,6 @@ def _real_gpus() -> bool:
     import torch
 
     return torch.cuda.is_available()
-
-
-def _term_with_parent() -> None:
-    # SIGTERM: torchrun stops its ranks, which checkpoint and release the run directory
-    die_with_parent(signal.SIGTERM)
 
 
 class ServerActor:
@@ -144,7 +140,9 @@ class LearnerActor:
         run, deadline = RunDir(out), time.monotonic() + BUSY_WAIT_S
         while (run.path / "config.json").exists() and run.is_locked() and time.monotonic() < deadline:
             time.sleep(1.0)
-        return subprocess.Popen(cmd, env=env, preexec_fn=_term_with_parent).wait()
+        # SIGTERM with the actor: torchrun stops its ranks, which checkpoint and release the run
+        term_with_actor = functools.partial(die_with_parent, signal.SIGTERM)
+        return subprocess.Popen(cmd, env=env, preexec_fn=term_with_actor).wait()
 
 
 def _bundle(cpus: float, gpus: int) -> dict[str, float]:

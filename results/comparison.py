@@ -36,8 +36,9 @@ class Comparison:
       steps and the consumption (trajectories, generated_trajectories, generated_tokens,
       elapsed_s, learner_s, critic_s, critic_share, flops and critic_flops: None where not
       counted), updates_per_batch (the run's `minibatches`), collapsed and collapse_step (the rule
-      of `results.collapse`) and deepest_fall (`results.collapse.deepest_fall`), selected checkpoint, config hash, commit, task and the budget
-      its config sets (`results.budgets.limits_text`);
+      of `results.collapse`) and deepest_fall (`results.collapse.deepest_fall`), selected
+      checkpoint, config hash, commit, task and the budget its config sets
+      (`results.budgets.limits_text`);
     - `metrics`: one row per (run, step) with every metric of metrics.jsonl (arm, seed, run);
     - `scores`: one row per problem of a final evaluation: arm, seed, run, benchmark,
       problem_id, correct and samples (how many of its samples were correct, of how many:

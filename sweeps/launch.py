@@ -16,6 +16,7 @@ Workers and their runs never inherit a distributed launcher's variables (`sweeps
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -127,10 +128,6 @@ def gpu_sets(workers: int, gpus_per_run: int = GPUS_PER_RUN) -> list[str | None]
     return [",".join(gpus[i * gpus_per_run : (i + 1) * gpus_per_run]) for i in range(workers)]
 
 
-def _term_with_parent() -> None:
-    die_with_parent(signal.SIGTERM)
-
-
 POLL_S = 2.0
 """how often the live view (`sweeps.progress`) rereads the experiment's directory"""
 
@@ -150,7 +147,9 @@ def run_workers(out: Path, workers: int, view: bool = True) -> list[int]:
         env = without_launcher_variables(os.environ)
         if gpus is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpus
-        procs.append(subprocess.Popen(args, preexec_fn=_term_with_parent, env=env))
+        procs.append(
+            subprocess.Popen(args, preexec_fn=functools.partial(die_with_parent, signal.SIGTERM), env=env)
+        )
     try:
         while any(p.poll() is None for p in procs):
             if live is not None:

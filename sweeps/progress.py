@@ -7,8 +7,8 @@ and a finished run's final evaluation. A run is queued (no status yet, or claime
 and waiting for a node: `where` says what it asks for), running (`where`: its node and GPUs) (step, budget
 spent, reward), interrupted (recorded running by a worker of this host that is gone, e.g. a
 killed command's: taken over and resumed later), evaluating, finished (its score), stopped or
-failed (the reason); a sweep's
-trial is queued, running (its current seed's run), complete (its value), pruned or failed.
+failed (the reason); a sweep's trial is queued, running (its current seed's run), complete (its
+value), pruned or failed.
 
 On a terminal the view is a table redrawn in place every poll; elsewhere (a log file, a pipe) it
 is one line per event: a run that starts, finishes (with its score) or fails (with its reason).

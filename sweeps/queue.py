@@ -29,8 +29,8 @@ Each run of a comparison (or trial of a sweep) is a trial whose user attribute `
   already has a lower-numbered trial RUNNING or COMPLETE is a duplicate, failed at once
   without running. A finished run is never repeated, unless asked (`redo`: its results are
   gone), and then once: the redo's trial counts only the trials after the one it replaces. The
-  run directory's lock
-  (`results.rundir.RunDir.lock`) is the last guard: two processes never train one run.
+  run directory's lock (`results.rundir.RunDir.lock`) is the last guard: two processes never
+  train one run.
 
 Only `optuna.storages` public methods are used (get_all_trials, set_trial_state_values,
 set_trial_*_attr), so any Optuna storage works.
@@ -190,16 +190,16 @@ class RunQueue:
             if trial is None or (retry_failed and _failed_for_real(trial)):
                 self.study.enqueue_trial({}, user_attrs={"run": run})
 
-    def redo(self, runs: list[str]) -> list[str]:
-        """Enqueue again each of `runs` whose latest trial is COMPLETE (a finished run whose
-        results are gone, e.g. its run directory deleted): the new trial records `redo_of`, so
-        the trials before it no longer make it a duplicate. Returns the runs enqueued."""
+    def redo(self, runs: list[str], lost: Callable[[str], bool]) -> list[str]:
+        """Enqueue again each of `runs` whose latest trial is COMPLETE but whose results `lost`
+        says are gone (e.g. its run directory deleted): the new trial records `redo_of`, so the
+        trials before it no longer make it a duplicate. Returns the runs enqueued."""
         from optuna.trial import TrialState
 
         latest, redone = self.latest(), []
         for run in runs:
             trial = latest.get(run)
-            if trial is not None and trial.state == TrialState.COMPLETE:
+            if trial is not None and trial.state == TrialState.COMPLETE and lost(run):
                 self.study.enqueue_trial({}, user_attrs={"run": run, REDO_OF: trial.number})
                 redone.append(run)
         return redone

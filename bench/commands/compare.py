@@ -9,7 +9,7 @@ the command again resumes the comparison: finished runs are kept, interrupted on
 from their last checkpoint; with more seeds (every earlier one kept: `--seeds 5` after
 `--seeds 3`) it extends the comparison, recorded in its spec file's `extended`. A run the
 study records as finished whose directory holds no finished run (deleted, lost with a machine,
-not copied) is trained again (`lost_runs`, `sweeps.queue.RunQueue.redo`), saying so: the study
+not copied) is trained again (`run_dir_lost`, `sweeps.queue.RunQueue.redo`), saying so: the study
 alone would have reported it done and the report left it out.
 """
 
@@ -21,7 +21,6 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from bench.commands import (
     add_field_options,
@@ -170,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"comparison: {out} extended by seed(s) {added}; its finished runs are kept", flush=True)
     queue = RunQueue(storage, saved["study"])
     queue.ensure(spec.run_names(), retry_failed=args.retry_failed)
-    for run in queue.redo(lost_runs(out, queue, spec.run_names())):
+    for run in queue.redo(spec.run_names(), lambda run: run_dir_lost(out, run)):
         print(
             f"comparison: {run} had finished, but its run directory holds no finished run: trained again",
             flush=True,
@@ -187,24 +186,14 @@ def run(args: argparse.Namespace) -> int:
     return code or status
 
 
-def lost_runs(out: Path, queue: Any, runs: list[str]) -> list[str]:
-    """Runs the study records as done (their latest trial COMPLETE) whose directory under `out`
-    holds no finished run: deleted, or never copied with the comparison."""
-    from optuna.trial import TrialState
-
+def run_dir_lost(out: Path, run: str) -> bool:
+    """Whether the directory of `run` under `out` holds no finished run: deleted, or never copied
+    with the comparison (asked only of runs the study records as done: `RunQueue.redo`)."""
     from results.rundir import RunDir, RunOutcome
     from sweeps.comparison_runs import RUNS_DIR
 
-    latest = queue.latest()
-    lost = []
-    for run in runs:
-        trial = latest.get(run)
-        if trial is None or trial.state != TrialState.COMPLETE:
-            continue
-        end = RunDir(out / RUNS_DIR / run).read_outcome()
-        if end is None or end.outcome is not RunOutcome.FINISHED:
-            lost.append(run)
-    return lost
+    end = RunDir(out / RUNS_DIR / run).read_outcome()
+    return end is None or end.outcome is not RunOutcome.FINISHED
 
 
 def _finish(out: Path, no_report: bool) -> int:

@@ -1,22 +1,12 @@
 """`bench compare` on a comparison whose finished run lost its directory: the study's record
-alone no longer counts it as done (`lost_runs`, then `RunQueue.redo`)."""
+alone no longer counts it as done (`run_dir_lost`, asked by `RunQueue.redo`)."""
 
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
-from optuna.trial import TrialState
-
-from bench.commands.compare import lost_runs
-
-
-class _Queue:
-    def __init__(self, states: dict[str, TrialState]) -> None:
-        self.states = states
-
-    def latest(self) -> dict:
-        return {run: SimpleNamespace(state=state) for run, state in self.states.items()}
+from bench.commands.compare import run_dir_lost
+from sweeps.queue import RunQueue, open_storage
 
 
 def _summary(out, run: str, outcome: str) -> None:
@@ -29,13 +19,11 @@ def _summary(out, run: str, outcome: str) -> None:
 def test_a_run_recorded_finished_without_its_finished_directory_is_lost(tmp_path):
     _summary(tmp_path, "kept-s0", "finished")
     _summary(tmp_path, "killed-s0", "killed")  # finished per the study, its directory says otherwise
-    queue = _Queue(
-        {
-            "kept-s0": TrialState.COMPLETE,
-            "gone-s0": TrialState.COMPLETE,  # no directory at all
-            "killed-s0": TrialState.COMPLETE,
-            "running-s0": TrialState.RUNNING,  # not done yet: not lost, whatever its directory
-        }
-    )
+    queue = RunQueue(open_storage(f"journal:{tmp_path / 'study.journal'}", tmp_path / "unused"), "study")
+    queue.ensure(["kept-s0", "gone-s0", "killed-s0", "running-s0"])
+    claims = {c.run: c for c in (queue.claim() for _ in range(4))}
+    for run in ("kept-s0", "gone-s0", "killed-s0"):  # no directory at all for gone-s0
+        queue.finish(claims[run], 0.5, {})
+    # running-s0 is not done yet: not lost, whatever its directory; never-s0 has no trial
     runs = ["kept-s0", "gone-s0", "killed-s0", "running-s0", "never-s0"]
-    assert lost_runs(tmp_path, queue, runs) == ["gone-s0", "killed-s0"]
+    assert queue.redo(runs, lambda run: run_dir_lost(tmp_path, run)) == ["gone-s0", "killed-s0"]

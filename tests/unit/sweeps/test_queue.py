@@ -27,6 +27,17 @@ def _queue(url, tmp_path, **kw) -> RunQueue:
     return RunQueue(open_storage(url, tmp_path / "unused.journal"), "study", **kw)
 
 
+def _gone_worker() -> str:
+    """The worker id of a process of this host that has ended."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "from sweeps.queue import worker_id; print(worker_id())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return proc.stdout.strip()
+
+
 def _states(q: RunQueue) -> dict[str, str]:
     return {run: t.state.name for run, t in q.latest().items()}
 
@@ -91,13 +102,7 @@ def test_a_holder_of_an_earlier_boot_of_this_host_is_gone(storage_url, tmp_path)
 
 
 def test_a_dead_worker_of_this_host_is_taken_over_at_once(storage_url, tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-c", "from sweeps.queue import worker_id; print(worker_id())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    gone = proc.stdout.strip()
+    gone = _gone_worker()
     assert is_dead_here(gone) and not is_dead_here(worker_id())
     q = _queue(storage_url, tmp_path)
     q.ensure(["r1"])
@@ -171,15 +176,9 @@ def test_the_local_backend_refuses_a_queue_held_on_another_machine(storage_url, 
 
 
 def test_a_taken_over_run_is_claimed_before_the_runs_that_never_started(storage_url, tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-c", "from sweeps.queue import worker_id; print(worker_id())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
     q = _queue(storage_url, tmp_path)
     q.ensure(["r1", "r2", "r3"])
-    q.worker = proc.stdout.strip()  # a worker that is gone, holding r1
+    q.worker = _gone_worker()  # holding r1
     assert q.claim().run == "r1"
     q.worker = worker_id()
     assert [q.claim().run for _ in range(3)] == ["r1", "r2", "r3"]  # r1 resumes first
@@ -190,24 +189,18 @@ def test_a_finished_run_is_redone_once_when_asked_and_a_taken_over_redo_stays_on
     q.ensure(["r1", "r2"])
     c1, c2 = q.claim(), q.claim()
     q.finish(c1, 0.5, {})
-    assert q.redo(["r1", "r2"]) == ["r1"]  # r2 is still running: nothing to redo
+    assert q.redo(["r1", "r2"], lambda run: True) == ["r1"]  # r2 is still running: nothing to redo
     # a second command asking at once enqueues r1 again too: only one of the two trains
     q.study.enqueue_trial({}, user_attrs={"run": "r1", "redo_of": c1.number})
     redo = q.claim()
     assert redo is not None and redo.run == "r1" and redo.number > c1.number
     assert q.claim() is None  # the other redo was a duplicate of this one
     # the redo's holder dies: its takeover is still a redo, not a duplicate of the first trial
-    gone = subprocess.run(
-        [sys.executable, "-c", "from sweeps.queue import worker_id; print(worker_id())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    q.storage.set_trial_system_attr(redo.trial_id, "worker", gone)
+    q.storage.set_trial_system_attr(redo.trial_id, "worker", _gone_worker())
     again = q.claim()
     assert again is not None and again.run == "r1" and again.number > redo.number
     q.finish(again, 0.6, {})
     q.finish(c2, 0.7, {})
     assert _states(q) == {"r1": "COMPLETE", "r2": "COMPLETE"}
     assert q.latest()["r1"].number == again.number
-    assert q.redo([]) == [] and q.claim() is None
+    assert q.redo([], lambda run: True) == [] and q.claim() is None
