@@ -336,6 +336,7 @@ def check_names(config: RunConfig) -> None:
     task_registry.check(config.task)
     for name in eval_benchmarks(config):
         bench_registry.check(name)
+        bench_registry.check_own_data(name, config.task)
 
 
 def validate(config: RunConfig) -> None:

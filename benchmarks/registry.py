@@ -43,6 +43,10 @@ config its name writes out, `arith@grading=last-number@max_operands=3` or
 `rg:chain_sum@max_digits=1@max_terms=2` (and `rg:<dataset>` alone: any reasoning-gym dataset).
 Base name (a prefix ending in `:` stands for a family) -> "module:builder", the builder taking
 the name, checking it and returning its spec. `names()` lists the registered ones only."""
+OWN_DATA: dict[str, str] = {"math": "benchmarks.own_data:math_held_out"}
+"""Benchmarks of a run's own data: name -> "module:builder", the builder taking the arguments of
+the task of the same name and returning the spec of its held-out rows (`get(name, task_args)`).
+The name is the task's, so a math run's own benchmark is `math` (`task_benchmark_name`)."""
 CONFIGURED_FORMS = ("arith[-val]@field=value...", "rg:<dataset>[@field=value...]")
 """How `check`'s message and `bench benchmarks` show the names `CONFIGURED` builds."""
 
@@ -52,13 +56,15 @@ class UnknownBenchmarkError(ValueError):
 
 
 def names() -> list[str]:
-    """Registered benchmark names, sorted (imports nothing)."""
+    """Registered benchmark names, sorted (imports nothing). The own-data benchmarks (`OWN_DATA`)
+    are not among them: their rows are a run's, held out from its training but not a tuning
+    split, so a sweep's objective cannot name them."""
     return sorted(BENCHMARKS)
 
 
 def _builder(name: str) -> str | None:
     """The `CONFIGURED` builder of a name not in BENCHMARKS, or None (nothing imported)."""
-    if name in BENCHMARKS:
+    if name in BENCHMARKS or name in OWN_DATA:
         return None
     base = name.split("@", 1)[0]
     for key, target in CONFIGURED.items():
@@ -92,7 +98,7 @@ def task_benchmark_name(task: str, task_args: dict[str, Any] | None = None) -> s
     except task_registry.UnknownTaskError:
         return None
     name = task_registry.get(task).benchmark_name(task_args or {})
-    if name in BENCHMARKS:
+    if name in BENCHMARKS or name in OWN_DATA:
         return name
     try:
         check(name)
@@ -126,23 +132,51 @@ def check(name: str) -> None:
         except ValueError as exc:  # a bad form, field or value: the task's or the name's message
             raise UnknownBenchmarkError(f"benchmark '{name}': {exc}") from None
         return
-    if name not in BENCHMARKS:
-        close = difflib.get_close_matches(name, list(BENCHMARKS), n=1)
+    if name not in BENCHMARKS and name not in OWN_DATA:
+        known = names() + list(OWN_DATA)
+        close = difflib.get_close_matches(name, known, n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ";"
         raise UnknownBenchmarkError(
-            f"unknown benchmark '{name}'{hint} available: {', '.join(names() + list(CONFIGURED_FORMS))}"
+            f"unknown benchmark '{name}'{hint} available: {', '.join(sorted(known) + list(CONFIGURED_FORMS))}"
         )
 
 
-def get(name: str) -> BenchmarkSpec:
-    """The spec registered under `name` (UnknownBenchmarkError with a did-you-mean otherwise)."""
+def check_own_data(name: str, task: str) -> None:
+    """UnknownBenchmarkError when `name` is an own-data benchmark (`OWN_DATA`) of a task other
+    than `task`: its rows are the held-out rows of that task's dataset, which a `task` run has
+    not got."""
+    if name in OWN_DATA and name != task:
+        raise UnknownBenchmarkError(
+            f"benchmark '{name}' is the held-out rows of a {name} task's dataset; this run's task is "
+            f"{task} (evaluate a {name} run's data, or name another benchmark)"
+        )
+
+
+def get(name: str, task_args: dict[str, Any] | None = None) -> BenchmarkSpec:
+    """The spec registered under `name` (UnknownBenchmarkError with a did-you-mean otherwise).
+    An own-data benchmark (`OWN_DATA`) is built from `task_args`, the arguments of the task of
+    its name (a run's `task_args`); without them it is UnknownBenchmarkError saying where its
+    data comes from. Other benchmarks ignore `task_args`."""
     check(name)
-    return _build(name)
+    if name not in OWN_DATA:
+        return _build(name)
+    if not task_args:
+        raise UnknownBenchmarkError(
+            f"benchmark '{name}' is the held-out rows of a {name} task's dataset: evaluate a run "
+            f"trained on one (bench eval --model RUN_DIR --bench {name}) or name the data (--data SOURCE)"
+        )
+    module_name, _, builder = OWN_DATA[name].partition(":")
+    return getattr(importlib.import_module(module_name), builder)(dict(task_args))
 
 
 def describe(name: str) -> dict[str, Any]:
     """What `bench benchmarks` shows for one benchmark: name, version, description, source,
-    license, default sampling, whether it is multi-turn."""
+    license, default sampling, whether it is multi-turn (an own-data benchmark: its general
+    form, nothing loaded)."""
+    if name in OWN_DATA:
+        from benchmarks.own_data import math_description
+
+        return math_description()
     spec = get(name)
     return {
         "name": spec.name,
@@ -158,7 +192,7 @@ def describe(name: str) -> dict[str, Any]:
 def describe_all() -> list[dict[str, Any]]:
     """`describe` of every registered benchmark, sorted by name, then one row per config form
     (`CONFIGURED`), shown as one of its members."""
-    rows = [describe(name) for name in names()]
+    rows = [describe(name) for name in sorted(names() + list(OWN_DATA))]
     for form, example, what in (
         ("arith@field=value...", "arith@grading=last-number@max_operands=3", "the arith task"),
         (

@@ -94,6 +94,7 @@ def _eval_plan(args: argparse.Namespace, task: str, shared: dict) -> EvalPlan:
         benches = (own,) if own else ()
     for name in benches:
         bench_registry.check(name)
+        bench_registry.check_own_data(name, task)
     plan = EvalPlan(**{**values, "benchmarks": benches})
     for flag, value, low in (("--eval-every", plan.every, 0), ("--eval-k", plan.k, 1)):
         if value < low:

@@ -46,7 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--bench",
         required=True,
         metavar="NAME[,NAME]",
-        help="benchmark(s) to evaluate on, comma-separated (e.g. arith, imo-answerbench, beyond-aime, aime25, gsm8k)",
+        help="benchmark(s) to evaluate on, comma-separated (e.g. arith, imo-answerbench, beyond-aime, aime25, "
+        "gsm8k; math: a math run's or --data's held-out rows; `bench benchmarks` lists them)",
     )
     p.add_argument(
         "--k", type=int, default=4, help="samples per problem; avg@k averages over them (default: 4)"
@@ -71,7 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SOURCE",
         help="a copy of the benchmark data in its official columns instead of its pinned source: a "
         "csv/json/jsonl/parquet/arrow file, a dataset directory (save_to_disk) or a hub dataset name "
-        "(split test); only with a single --bench",
+        "(split test); for --bench math, any dataset the math task reads (verl, TRL or plain "
+        "columns), whose held-out rows are evaluated (default: a math run's own dataset); only "
+        "with a single --bench",
     )
     p.add_argument(
         "--out",
@@ -205,23 +208,25 @@ def run(args: argparse.Namespace) -> int:
         tiny_task,
     )
     from bench.eval.evaluate import check_supported, evaluate
-    from benchmarks import registry as bench_registry
     from results.evals import EvalStore, write_eval
     from results.files import check_writable
 
     names = _bench_names(args.bench)
     _check_options(args, len(names))
-    specs = [bench_registry.get(n) for n in names]
+    # a run directory first (paths only): an own-data benchmark is built from its task's arguments;
+    # `tiny` waits until the data is checked (its first use pretrains)
+    source, run_dir = (None, None) if args.model == "tiny" else resolve_model(args.model)
+    specs = [_spec(name, args.data, run_dir) for name in names]
     for spec in specs:
         check_supported(spec)
-    problems = {spec.name: spec.load(args.data, args.limit) for spec in specs}  # fails fast when offline
+    # fails fast when offline; an own-data benchmark's --data is already its dataset
+    problems = {spec.name: spec.load(_data_of(spec, args.data), args.limit) for spec in specs}
     for spec in specs:  # multi-turn benchmarks: their runtime (e.g. Docker) is checked before loading a model
         if spec.episode_task is not None:
             _check_episode_task(spec, problems[spec.name])
 
-    source, run_dir = resolve_model(
-        args.model, tiny_task(names) if args.model == "tiny" else "arith", progress=not args.no_progress
-    )
+    if args.model == "tiny":
+        source, run_dir = resolve_model(args.model, tiny_task(names), progress=not args.no_progress)
     out = _out_dir(args, run_dir)
     model_id = str(Path(source).resolve()) if Path(source).is_dir() else source
     system_prompt = args.system_prompt if args.system_prompt is not None else run_system_prompt(run_dir)
@@ -270,6 +275,30 @@ def run(args: argparse.Namespace) -> int:
 
     log_final_evaluation(out, summaries)  # into a run's evals/: also to the run's trackers
     return 0
+
+
+def _spec(name: str, data: str | None, run_dir: Path | None):
+    """The benchmark `name`; an own-data one (`benchmarks.registry.OWN_DATA`, e.g. `math`) of
+    `--data` read in any layout its task recognises, else of the run directory's dataset when
+    the run trained that task (every task argument it set: columns, grader, eval_fraction)."""
+    from bench.eval.checkpoints import run_task
+    from benchmarks import registry as bench_registry
+
+    if name not in bench_registry.OWN_DATA:
+        return bench_registry.get(name)
+    task, task_args = run_task(run_dir)
+    if data is not None:
+        task_args = {"dataset": data}
+    elif task != name:
+        task_args = {}
+    return bench_registry.get(name, task_args)
+
+
+def _data_of(spec, data: str | None) -> str | None:
+    """What `spec.load` reads: `--data`, except for an own-data benchmark (built from it)."""
+    from benchmarks import registry as bench_registry
+
+    return None if spec.name in bench_registry.OWN_DATA else data
 
 
 def _finished(args, specs, problems, stores, out, sampling, model_id, system_prompt) -> int:

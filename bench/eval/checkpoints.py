@@ -107,6 +107,12 @@ def run_sampling(run_dir: Path | None) -> dict[str, Any]:
     return {k: config[k] for k in keys if config.get(k) is not None}
 
 
+def run_task(run_dir: Path | None) -> tuple[str | None, dict[str, Any]]:
+    """(task, task arguments) a run trained (of its config.json); (None, {}) for other models."""
+    config = _run_config(run_dir)
+    return config.get("task"), dict(config.get("task_args") or {})
+
+
 def run_system_prompt(run_dir: Path | None) -> str | None:
     """The system prompt a run's rollouts opened with (`task.system_prompt` of its config.json),
     so `bench eval --model RUN_DIR` asks its checkpoints the same way; None for other models."""

@@ -73,7 +73,7 @@ def _evaluate(
         result = evaluate(
             model,
             tokenizer,
-            bench_registry.get(name),
+            bench_registry.get(name, config.task_args),  # `math`: this run's held-out rows
             k=config.eval_k,
             limit=config.eval_limit,
             # sampled as the rollouts are (a run's max_new_tokens unset: the benchmark's own)

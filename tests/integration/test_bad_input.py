@@ -112,6 +112,10 @@ RUN = [
         "name benchmarks with --eval-bench (this task's own held-out set: --eval-bench rg:chain_sum@max_terms=2)",
     ),
     (["--eval-every", "5", "--eval-bench", "rg:chain_sum@max_term=2"], "did you mean 'max_terms'?"),
+    (
+        ["--eval-every", "5", "--eval-bench", "math"],
+        "benchmark 'math' is the held-out rows of a math task's dataset; this run's task is arith",
+    ),
     (["--config", "{typo_yaml}"], "algo.dis_eps_hihg: unknown field of sao (did you mean 'dis_eps_high'?)"),
     (["--set", "enable_thinking=false"], "model 'tiny' has no chat template, which enable_thinking need(s)"),
     (
@@ -153,6 +157,11 @@ EVAL = [
         "has no chat template, which --system-prompt need(s); use an instruct model",
     ),
     (["--model", "tiny", "--bench", "arith", "--system-prompt", " "], "--system-prompt is empty"),
+    (
+        ["--model", "tiny", "--bench", "math"],
+        "benchmark 'math' is the held-out rows of a math task's dataset: evaluate a run trained on one",
+    ),
+    (["--model", "tiny", "--bench", "math", "--data", f"{BYO}/nope.jsonl"], "nope.jsonl: no such file"),
 ]
 
 B = ["--budget", "trajectories=64"]
@@ -167,6 +176,7 @@ COMPARE = [
     ),
     (["--algos", "sao", "--budget", "tokens=0"], "--budget 'tokens=0': must be a positive number"),
     (["--algos", "sao", *B, "--eval-bench", "aith"], "unknown benchmark 'aith'; did you mean 'arith'?"),
+    (["--algos", "sao", *B, "--eval-bench", "math"], "this run's task is arith (evaluate a math run's data"),
     (["--algos", "sao", *B, "--select", "best-on=arith"], "arith is also a reported benchmark"),
     (["--algos", "sao", *B, "--select", "last"], "--select 'last': expected 'final' or 'best-on=BENCH'"),
     (["--algos", "sao", *B, "--seeds", "0"], "--seeds must be >= 1, got 0"),

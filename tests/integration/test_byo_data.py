@@ -96,7 +96,7 @@ def test_an_instruct_model_trains_with_a_system_prompt_and_thinking_off(chat_tin
         "--eval-every",
         "1",
         "--eval-bench",
-        "arith",
+        "math",  # the dataset's own held-out rows
         "--eval-limit",
         "2",
         "--set",
@@ -109,14 +109,23 @@ def test_an_instruct_model_trains_with_a_system_prompt_and_thinking_off(chat_tin
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert "rollout/thinking_tokens_mean" in next(m for m in metrics if m["step"] == 1)
     # its checkpoints are asked as its rollouts were: in training and by `bench eval RUN_DIR`
-    in_training = json.loads((out / "evals" / "step_000001" / "arith.summary.json").read_text())
+    in_training = json.loads((out / "evals" / "step_000001" / "math.summary.json").read_text())
     assert in_training["settings"]["system_prompt"] == "Be brief."
-    assert in_training["settings"]["sampling"]["max_new_tokens"] == 8  # the run's length, not arith's 160
+    assert in_training["settings"]["sampling"]["max_new_tokens"] == 8  # the run's length, not math's 2048
     evaluated = bench(
-        "eval", "--model", str(out), "--bench", "arith", "--limit", "2", "--k", "1",
+        "eval", "--model", str(out), "--bench", "math", "--limit", "2", "--k", "1",
         "--out", str(tmp_path / "eval"), "--no-progress",
     )  # fmt: skip
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
-    summary = json.loads((tmp_path / "eval" / "arith.summary.json").read_text())
+    summary = json.loads((tmp_path / "eval" / "math.summary.json").read_text())
     assert summary["settings"]["system_prompt"] == "Be brief."
     assert summary["settings"]["sampling"]["max_new_tokens"] == 8  # the run's, as in training
+    # the same held-out rows in training and after it, none of them trained on
+    assert summary["settings"]["data_hash"] == in_training["settings"]["data_hash"]
+    from envs.math.tasks import MathTask
+
+    held_out = {p.key for p in MathTask(dataset=str(BYO / "verl_sums.parquet")).held_out}
+    keys = {
+        json.loads(line)["problem_id"] for line in (tmp_path / "eval" / "math.jsonl").read_text().splitlines()
+    }
+    assert keys and keys <= held_out

@@ -14,6 +14,6 @@ def test_the_swe_task_is_evaluated_on_its_dataset():
     assert task_benchmark_name("swe", {"dataset": "swe-verified"}) == "swe-verified"
 
 
-def test_a_task_without_a_benchmark_gets_none():
+def test_a_task_without_a_benchmark_gets_none_and_math_gets_its_own_rows():
     assert task_benchmark_name("drift") is None
-    assert task_benchmark_name("math") is None
+    assert task_benchmark_name("math") == "math"  # its held-out rows (benchmarks.own_data)
