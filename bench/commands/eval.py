@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.engines.base import ENGINE_NAMES
+from bench.errors import UsageError
 
 
 def register(sub) -> None:
@@ -75,6 +76,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(split test); for --bench math, any dataset the math task reads (verl, TRL or plain "
         "columns), whose held-out rows are evaluated (default: a math run's own dataset); only "
         "with a single --bench",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="task.FIELD=VALUE",
+        help="an argument of an own-data benchmark's task (--bench math), as bench run takes it: "
+        "task.prompt_column=q, task.answer_column=meta.gold, task.grader=integer, "
+        "task.eval_fraction=0.2, ...; with a math run's directory they change its own; repeatable",
     )
     p.add_argument(
         "--out",
@@ -184,6 +194,7 @@ def _check_options(args: argparse.Namespace, n_bench: int) -> None:
         )
     if args.data is not None and n_bench != 1:
         raise UsageError(f"--data is only valid with a single --bench (got {n_bench} benchmarks)")
+    task_args(args)  # the --set items parse
     if args.engine == "vllm":
         import importlib.util
 
@@ -208,6 +219,7 @@ def run(args: argparse.Namespace) -> int:
         tiny_task,
     )
     from bench.eval.evaluate import check_supported, evaluate
+    from benchmarks import registry as bench_registry
     from results.evals import EvalStore, write_eval
     from results.files import check_writable
 
@@ -216,7 +228,12 @@ def run(args: argparse.Namespace) -> int:
     # a run directory first (paths only): an own-data benchmark is built from its task's arguments;
     # `tiny` waits until the data is checked (its first use pretrains)
     source, run_dir = (None, None) if args.model == "tiny" else resolve_model(args.model)
-    specs = [_spec(name, args.data, run_dir) for name in names]
+    if args.set and not set(names) & set(bench_registry.OWN_DATA):
+        raise UsageError(
+            f"--set task.*: sets the arguments of an own-data benchmark's task "
+            f"({', '.join(bench_registry.OWN_DATA)}); --bench {','.join(names)} has none"
+        )
+    specs = [_spec(name, args.data, run_dir, task_args(args)) for name in names]
     for spec in specs:
         check_supported(spec)
     # fails fast when offline; an own-data benchmark's --data is already its dataset
@@ -277,21 +294,37 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _spec(name: str, data: str | None, run_dir: Path | None):
+def task_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The `--set task.FIELD=VALUE` items as task arguments (one-line UsageError for another key)."""
+    from bench.config_values import parse_set_options
+
+    parsed = parse_set_options(args.set)
+    other = sorted(set(parsed) - {"task_args"})
+    if other:
+        raise UsageError(
+            f"--set {other[0]}: bench eval takes task.FIELD=VALUE only (an own-data benchmark's task)"
+        )
+    return parsed.get("task_args", {})
+
+
+def _spec(name: str, data: str | None, run_dir: Path | None, given: dict[str, Any] | None = None):
     """The benchmark `name`; an own-data one (`benchmarks.registry.OWN_DATA`, e.g. `math`) of
     `--data` read in any layout its task recognises, else of the run directory's dataset when
-    the run trained that task (every task argument it set: columns, grader, eval_fraction)."""
+    the run trained that task (every task argument it set: columns, grader, eval_fraction);
+    `given` (`--set task.*`) over either, checked and typed as `bench run` does."""
+    from bench.config_values import coerce_task_args
     from bench.eval.checkpoints import run_task
     from benchmarks import registry as bench_registry
 
     if name not in bench_registry.OWN_DATA:
         return bench_registry.get(name)
-    task, task_args = run_task(run_dir)
+    task, own = run_task(run_dir)
     if data is not None:
-        task_args = {"dataset": data}
+        own = {"dataset": data}
     elif task != name:
-        task_args = {}
-    return bench_registry.get(name, task_args)
+        own = {}
+    given = coerce_task_args(name, dict(given or {}))
+    return bench_registry.get(name, {**own, **given})
 
 
 def _data_of(spec, data: str | None) -> str | None:

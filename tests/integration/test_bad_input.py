@@ -162,6 +162,24 @@ EVAL = [
         "benchmark 'math' is the held-out rows of a math task's dataset: evaluate a run trained on one",
     ),
     (["--model", "tiny", "--bench", "math", "--data", f"{BYO}/nope.jsonl"], "nope.jsonl: no such file"),
+    (
+        [
+            "--model",
+            "tiny",
+            "--bench",
+            "math",
+            "--data",
+            f"{BYO}/trl_sums.jsonl",
+            "--set",
+            "task.prompt_colum=q",
+        ],
+        "task.prompt_colum: unknown argument of task 'math' (did you mean 'prompt_column'?)",
+    ),
+    (["--model", "tiny", "--bench", "arith", "--set", "task.max_operands=3"], "--bench arith has none"),
+    (
+        ["--model", "tiny", "--bench", "math", "--set", "steps=3"],
+        "--set steps: bench eval takes task.FIELD=VALUE",
+    ),
 ]
 
 B = ["--budget", "trajectories=64"]

@@ -116,3 +116,18 @@ def test_bench_eval_reads_a_math_run_s_arguments_or_the_data_it_is_given(product
     with pytest.raises(UnknownBenchmarkError, match="name the data"):
         _spec("math", None, other)
     assert _spec("arith", None, run).name == "arith"
+
+
+def test_bench_eval_s_set_maps_the_columns_of_any_other_layout(tmp_path):
+    odd = tmp_path / "odd.csv"
+    odd.write_text("q,gold\n" + "".join(f"What is {a}+{a}?,{2 * a}\n" for a in range(20)))
+    with pytest.raises(BenchmarkDataError, match="columns found: q, gold; set --set task.prompt_column"):
+        _spec("math", str(odd), None)
+    spec = _spec(
+        "math", str(odd), None, {"prompt_column": "q", "answer_column": "gold", "eval_fraction": "0.5"}
+    )
+    problems = spec.load()
+    assert problems and all(int(p.answer) % 2 == 0 for p in problems)
+    assert len(problems) == len(
+        MathTask(dataset=str(odd), prompt_column="q", answer_column="gold", eval_fraction=0.5).held_out
+    )
