@@ -180,10 +180,12 @@ def grade_integer(completion: str, answer: str | int) -> GradeResult:
     return GradeResult(correct, extracted, "integer")
 
 
-_LAST_NUMBER_RE = re.compile(r"(?<![\w.])((?:(?<!-)-)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)(?!\w)")
-"""A number standing alone: a sign only where no operand or other minus precedes it (`9-2` is 9
-and 2, `= -2` is -2, `--6` is 6, not -6), no digits glued to letters (`3rd`, `x2`), thousands
-commas, a decimal part."""
+_LAST_NUMBER_RE = re.compile(
+    r"(?<![\w.])((?:(?<![-\u2212])[-\u2212])?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)(?!\w)"
+)
+"""A number standing alone: a sign (`-` or the Unicode minus `\u2212`, as typeset math writes it)
+only where no operand or other minus precedes it (`9-2` is 9 and 2, `= -2` is -2, `--6` is 6,
+not -6), no digits glued to letters (`3rd`, `x2`), thousands commas, a decimal part."""
 
 
 def grade_last_integer(completion: str, answer: str | int) -> GradeResult:
@@ -196,7 +198,7 @@ def grade_last_integer(completion: str, answer: str | int) -> GradeResult:
     numbers = _LAST_NUMBER_RE.findall(strip_thinking(completion))
     if not numbers:
         return GradeResult(False, None, "no-answer")
-    value = Fraction(numbers[-1].replace(",", ""))
+    value = Fraction(numbers[-1].replace(",", "").replace("\u2212", "-"))
     return GradeResult(value == gold, numbers[-1], "last-number")
 
 

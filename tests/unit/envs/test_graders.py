@@ -232,6 +232,12 @@ LAST_NUMBER = [
     ("so --6", "-6", False),
     ("so --6", "6", True),
     ("3--6", "6", True),
+    # the Unicode minus of typeset math is a sign (it read 6), with the same rules as "-"
+    ("so \u22126", "-6", True),
+    ("so \u22126", "6", False),
+    ("9\u22122", "2", True),
+    ("so \u2212\u22126", "-6", False),
+    ("x = \u22121,234", "-1234", True),
     # attacks: a list of guesses scores its last only; a thought is not read; a decimal is wrong
     ("5 or 6 or 7", "5", False),
     ("5 or 6 or 7", "7", True),
