@@ -155,24 +155,35 @@ def trial_overheads(out: Path, spec: SweepSpec, arm: Any) -> dict[str, Any]:
     the work in it is each seed's training as the run measures it (summary.json `wall_s`,
     in-training evaluations included) and the final evaluation's generation (`wall_seconds`
     of its summary). The rest is overhead: sampling, storage, claims, starting the run and
-    eval processes and loading their models, polling. Median and max over completed trials."""
-    rows = []
+    eval processes and loading their models, polling. Median and max over completed trials;
+    a trial whose run directories are gone (deleted, lost with a machine: its value is still
+    the study's) is left out and counted in `without_runs`."""
+    rows, without_runs = [], 0
     for status in sorted((out / "status" / arm.slug).glob("*.json")):
         st = read_json(status)
         if st.get("state") != "complete" or "started" not in st:
             continue
+        run_dirs = [out / arm.slug / f"{status.stem}-s{seed}" for seed in spec.seeds]
+        if not all((run_dir / "summary.json").is_file() for run_dir in run_dirs):
+            without_runs += 1
+            continue
         wall = st.get("recorded", st["ended"]) - st["started"]
         work = 0.0
-        for seed in spec.seeds:
-            run_dir = out / arm.slug / f"{status.stem}-s{seed}"
+        for run_dir in run_dirs:
             work += read_json(run_dir / "summary.json").get("wall_s", 0.0)
             for ev in (run_dir / "evals" / "final").glob("*.summary.json"):
                 work += read_json(ev).get("wall_seconds", 0.0)
         rows.append({"trial": st["trial"], "wall_s": wall, "work_s": work, "overhead": (wall - work) / wall})
     if not rows:
-        return {}
+        return {"without_runs": without_runs} if without_runs else {}
     shares = [r["overhead"] for r in rows]
-    return {"median": statistics.median(shares), "max": max(shares), "n_trials": len(rows), "trials": rows}
+    return {
+        "median": statistics.median(shares),
+        "max": max(shares),
+        "n_trials": len(rows),
+        "trials": rows,
+        "without_runs": without_runs,
+    }
 
 
 def _describe(spec: SweepSpec) -> str:
@@ -197,11 +208,16 @@ def _arm_text(name: str, s: dict[str, Any]) -> str:
     text = f"{name}: {counts}"
     if rows:
         text += "\n" + format_table(rows, ["trial", "value", "params"])
-    if s.get("overhead"):
-        o = s["overhead"]
+    o = s.get("overhead") or {}
+    if o.get("n_trials"):
         text += (
             f"\nsweep overhead: median {o['median']:.1%} (max {o['max']:.1%}) of a completed trial's "
             f"wall time over {o['n_trials']} trial(s)"
+        )
+    if o.get("without_runs"):
+        text += (
+            f"\n{o['without_runs']} completed trial(s) have no run directory left (deleted or lost): "
+            "their values are the study's; their curves and records are gone"
         )
     if s["importances"]:
         text += "\nimportances: " + ", ".join(f"{k} {v:.2f}" for k, v in s["importances"].items())

@@ -112,6 +112,16 @@ def test_a_sweep_runs_every_trial_once_and_reports(base_checkpoint, tmp_path):
     assert res.returncode == 0 and (out / "report" / "index.html").exists(), res.stderr
     # issue 38: the report draws its own history (Optuna's plots stay under plots/ for --show)
     assert "sweep_grpo_history.png" in (out / "report" / "index.html").read_text()
+    # a trial's run directory lost (deleted, a machine gone): the study keeps its value, --show
+    # says what is gone instead of failing on it
+    import shutil
+
+    shutil.rmtree(out / "grpo" / "trial-002-s0")
+    res = _run([sys.executable, "-m", "bench.cli", "sweep", "--show", str(out)])
+    assert res.returncode == 0, res.stderr
+    assert "1 completed trial(s) have no run directory left" in res.stdout
+    overhead = json.loads((out / "sweep_summary.json").read_text())["arms"]["grpo"]["overhead"]
+    assert overhead["n_trials"] == 3 and overhead["without_runs"] == 1
 
     cmp_out = tmp_path / "tuned"
     cmd = [
