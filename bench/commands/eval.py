@@ -21,6 +21,7 @@ from typing import Any
 
 from bench.engines.base import ENGINE_NAMES
 from bench.errors import UsageError
+from bench.eval.own_data import add_task_set_argument, benchmark_specs, load_problems, task_args_given
 
 
 def register(sub) -> None:
@@ -77,15 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "columns), whose held-out rows are evaluated (default: a math run's own dataset); only "
         "with a single --bench",
     )
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="task.FIELD=VALUE",
-        help="an argument of an own-data benchmark's task (--bench math), as bench run takes it: "
-        "task.prompt_column=q, task.answer_column=meta.gold, task.grader=integer, "
-        "task.eval_fraction=0.2, ...; with a math run's directory they change its own; repeatable",
-    )
+    add_task_set_argument(p)
     p.add_argument(
         "--out",
         default=None,
@@ -165,7 +158,6 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
 
 def _bench_names(value: str) -> list[str]:
     """`a, b,a` -> ["a", "b"] (order kept, duplicates dropped)."""
-    from bench.errors import UsageError
 
     names = list(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
     if not names:
@@ -175,7 +167,6 @@ def _bench_names(value: str) -> list[str]:
 
 def _check_options(args: argparse.Namespace, n_bench: int) -> None:
     """Reject option values no evaluation accepts (one-line UsageError)."""
-    from bench.errors import UsageError
 
     if args.k < 1:
         raise UsageError(f"--k must be >= 1, got {args.k}")
@@ -194,7 +185,7 @@ def _check_options(args: argparse.Namespace, n_bench: int) -> None:
         )
     if args.data is not None and n_bench != 1:
         raise UsageError(f"--data is only valid with a single --bench (got {n_bench} benchmarks)")
-    task_args(args)  # the --set items parse
+    task_args_given(args.set)  # the --set items parse
     if args.engine == "vllm":
         import importlib.util
 
@@ -219,7 +210,6 @@ def run(args: argparse.Namespace) -> int:
         tiny_task,
     )
     from bench.eval.evaluate import check_supported, evaluate
-    from benchmarks import registry as bench_registry
     from results.evals import EvalStore, write_eval
     from results.files import check_writable
 
@@ -228,16 +218,10 @@ def run(args: argparse.Namespace) -> int:
     # a run directory first (paths only): an own-data benchmark is built from its task's arguments;
     # `tiny` waits until the data is checked (its first use pretrains)
     source, run_dir = (None, None) if args.model == "tiny" else resolve_model(args.model)
-    if args.set and not set(names) & set(bench_registry.OWN_DATA):
-        raise UsageError(
-            f"--set task.*: sets the arguments of an own-data benchmark's task "
-            f"({', '.join(bench_registry.OWN_DATA)}); --bench {','.join(names)} has none"
-        )
-    specs = [_spec(name, args.data, run_dir, task_args(args)) for name in names]
+    specs = benchmark_specs(names, args.data, run_dir, args.set)
     for spec in specs:
         check_supported(spec)
-    # fails fast when offline; an own-data benchmark's --data is already its dataset
-    problems = {spec.name: spec.load(_data_of(spec, args.data), args.limit) for spec in specs}
+    problems = load_problems(specs, args.data, args.limit)  # fails fast when offline
     for spec in specs:  # multi-turn benchmarks: their runtime (e.g. Docker) is checked before loading a model
         if spec.episode_task is not None:
             _check_episode_task(spec, problems[spec.name])
@@ -294,46 +278,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def task_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The `--set task.FIELD=VALUE` items as task arguments (one-line UsageError for another key)."""
-    from bench.config_values import parse_set_options
-
-    parsed = parse_set_options(args.set)
-    other = sorted(set(parsed) - {"task_args"})
-    if other:
-        raise UsageError(
-            f"--set {other[0]}: bench eval takes task.FIELD=VALUE only (an own-data benchmark's task)"
-        )
-    return parsed.get("task_args", {})
-
-
-def _spec(name: str, data: str | None, run_dir: Path | None, given: dict[str, Any] | None = None):
-    """The benchmark `name`; an own-data one (`benchmarks.registry.OWN_DATA`, e.g. `math`) of
-    `--data` read in any layout its task recognises, else of the run directory's dataset when
-    the run trained that task (every task argument it set: columns, grader, eval_fraction);
-    `given` (`--set task.*`) over either, checked and typed as `bench run` does."""
-    from bench.config_values import coerce_task_args
-    from bench.eval.checkpoints import run_task
-    from benchmarks import registry as bench_registry
-
-    if name not in bench_registry.OWN_DATA:
-        return bench_registry.get(name)
-    task, own = run_task(run_dir)
-    if data is not None:
-        own = {"dataset": data}
-    elif task != name:
-        own = {}
-    given = coerce_task_args(name, dict(given or {}))
-    return bench_registry.get(name, {**own, **given})
-
-
-def _data_of(spec, data: str | None) -> str | None:
-    """What `spec.load` reads: `--data`, except for an own-data benchmark (built from it)."""
-    from benchmarks import registry as bench_registry
-
-    return None if spec.name in bench_registry.OWN_DATA else data
-
-
 def _finished(args, specs, problems, stores, out, sampling, model_id, system_prompt) -> int:
     """How many of the evaluations are already finished in --out under these settings (each
     said in one line); a finished one of other settings is refused here, before the model loads."""
@@ -367,7 +311,6 @@ SWE_BENCHMARKS = ("swe-verified", "swe-mini")
 def _check_template(source: str, system_prompt: str) -> None:
     """An empty system prompt, or one for a model whose tokenizer has no chat template: one-line
     UsageError before the model loads (`check_model_template`, as `bench run` checks its own)."""
-    from bench.errors import UsageError
     from bench.train.setup import check_model_template
 
     if not system_prompt.strip():
@@ -377,7 +320,6 @@ def _check_template(source: str, system_prompt: str) -> None:
 
 def _check_episode_task(spec: Any, problems: list[Any]) -> None:
     """Build the benchmark's episode task once; its runtime errors become one-line UsageErrors."""
-    from bench.errors import UsageError
 
     try:
         spec.episode_task(problems)

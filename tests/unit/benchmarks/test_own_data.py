@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.commands.eval import _spec
+from bench.errors import UsageError
+from bench.eval.own_data import benchmark_specs, own_data_spec
 from benchmarks import registry
 from benchmarks.base import BenchmarkDataError
 from benchmarks.registry import UnknownBenchmarkError
@@ -105,25 +106,27 @@ def _run_dir(tmp_path: Path, task: str, task_args: dict) -> Path:
 
 def test_bench_eval_reads_a_math_run_s_arguments_or_the_data_it_is_given(products, tmp_path):
     run = _run_dir(tmp_path, "math", {"dataset": str(products), "eval_fraction": 0.5})
-    assert len(_spec("math", None, run).load()) == len(
+    assert len(own_data_spec("math", None, run).load()) == len(
         MathTask(dataset=str(products), eval_fraction=0.5).held_out
     )
-    given = _spec("math", str(BYO / "trl_sums.jsonl"), run)  # --data: that dataset, its own layout
+    given = own_data_spec("math", str(BYO / "trl_sums.jsonl"), run)  # --data: that dataset, its own layout
     assert sorted(p.key for p in given.load()) == sorted(
         p.key for p in MathTask(dataset=str(BYO / "trl_sums.jsonl")).held_out
     )
     other = _run_dir(tmp_path / "arith", "arith", {"max_operands": 3})
     with pytest.raises(UnknownBenchmarkError, match="name the data"):
-        _spec("math", None, other)
-    assert _spec("arith", None, run).name == "arith"
+        own_data_spec("math", None, other)
+    assert [spec.name for spec in benchmark_specs(["arith", "math"], None, run, [])] == ["arith", "math"]
+    with pytest.raises(UsageError, match="--bench arith has none"):
+        benchmark_specs(["arith"], None, run, ["task.eval_fraction=0.2"])
 
 
 def test_bench_eval_s_set_maps_the_columns_of_any_other_layout(tmp_path):
     odd = tmp_path / "odd.csv"
     odd.write_text("q,gold\n" + "".join(f"What is {a}+{a}?,{2 * a}\n" for a in range(20)))
     with pytest.raises(BenchmarkDataError, match="columns found: q, gold; set --set task.prompt_column"):
-        _spec("math", str(odd), None)
-    spec = _spec(
+        own_data_spec("math", str(odd), None)
+    spec = own_data_spec(
         "math", str(odd), None, {"prompt_column": "q", "answer_column": "gold", "eval_fraction": "0.5"}
     )
     problems = spec.load()
