@@ -336,7 +336,7 @@ def check_names(config: RunConfig) -> None:
     task_registry.check(config.task)
     for name in eval_benchmarks(config):
         bench_registry.check(name)
-        bench_registry.check_own_data(name, config.task)
+        bench_registry.check_own_data(name, config.task, config.task_args)
 
 
 def validate(config: RunConfig) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
-from typing import Any
+from typing import Any, NamedTuple
 
 from benchmarks.base import BenchmarkSpec
 
@@ -43,10 +43,29 @@ config its name writes out, `arith@grading=last-number@max_operands=3` or
 `rg:chain_sum@max_digits=1@max_terms=2` (and `rg:<dataset>` alone: any reasoning-gym dataset).
 Base name (a prefix ending in `:` stands for a family) -> "module:builder", the builder taking
 the name, checking it and returning its spec. `names()` lists the registered ones only."""
-OWN_DATA: dict[str, str] = {"math": "benchmarks.own_data:math_held_out"}
-"""Benchmarks of a run's own data: name -> "module:builder", the builder taking the arguments of
-the task of the same name and returning the spec of its held-out rows (`get(name, task_args)`).
-The name is the task's, so a math run's own benchmark is `math` (`task_benchmark_name`)."""
+
+
+class OwnData(NamedTuple):
+    """An own-data benchmark: the rows its `task` holds out of a run's dataset."""
+
+    task: str
+    builder: str
+    """"module:builder": the builder takes the task's arguments and returns the spec."""
+    needs: str | None = None
+    """A task argument that must be set (non-zero) for these rows to exist, else None."""
+
+    def held_out_by(self, task_args: dict[str, Any] | None) -> bool:
+        """Whether a task built with `task_args` holds these rows out."""
+        return self.needs is None or bool((task_args or {}).get(self.needs))
+
+
+OWN_DATA: dict[str, OwnData] = {
+    "math": OwnData("math", "benchmarks.own_data:math_held_out"),
+    "math-val": OwnData("math", "benchmarks.own_data:math_validation", needs="validation_fraction"),
+}
+"""Benchmarks of a run's own data, built from its task's arguments (`get(name, task_args)`): a
+math run's own benchmark is `math` (`task_benchmark_name`), its validation split `math-val`
+where it holds one out (`task_validation_name`: a sweep's default objective)."""
 CONFIGURED_FORMS = ("arith[-val]@field=value...", "rg:<dataset>[@field=value...]")
 """How `check`'s message and `bench benchmarks` show the names `CONFIGURED` builds."""
 
@@ -115,6 +134,8 @@ def task_validation_name(task: str, task_args: dict[str, Any] | None = None) -> 
         return None
     base, mark, config = own.partition("@")
     name = f"{base}-val{mark}{config}"
+    if name in OWN_DATA:  # an own-data task holds out a validation split only when asked to
+        return name if OWN_DATA[name].held_out_by(task_args) else None
     try:
         check(name)
     except UnknownBenchmarkError:
@@ -141,14 +162,22 @@ def check(name: str) -> None:
         )
 
 
-def check_own_data(name: str, task: str) -> None:
-    """UnknownBenchmarkError when `name` is an own-data benchmark (`OWN_DATA`) of a task other
-    than `task`: its rows are the held-out rows of that task's dataset, which a `task` run has
-    not got."""
-    if name in OWN_DATA and name != task:
+def check_own_data(name: str, task: str, task_args: dict[str, Any] | None = None) -> None:
+    """UnknownBenchmarkError when `name` is an own-data benchmark (`OWN_DATA`) that a `task` run
+    built with `task_args` has not got: it is another task's, or its rows are held out only
+    when an argument is set (`math-val`: task.validation_fraction)."""
+    own = OWN_DATA.get(name)
+    if own is None:
+        return
+    if own.task != task:
         raise UnknownBenchmarkError(
-            f"benchmark '{name}' is the held-out rows of a {name} task's dataset; this run's task is "
-            f"{task} (evaluate a {name} run's data, or name another benchmark)"
+            f"benchmark '{name}' is the held-out rows of a {own.task} task's dataset; this run's task is "
+            f"{task} (evaluate a {own.task} run's data, or name another benchmark)"
+        )
+    if not own.held_out_by(task_args):
+        raise UnknownBenchmarkError(
+            f"benchmark '{name}': a {task} run holds these rows out only with task.{own.needs} set "
+            f"(e.g. --set task.{own.needs}=0.1)"
         )
 
 
@@ -162,10 +191,10 @@ def get(name: str, task_args: dict[str, Any] | None = None) -> BenchmarkSpec:
         return _build(name)
     if not task_args:
         raise UnknownBenchmarkError(
-            f"benchmark '{name}' is the held-out rows of a {name} task's dataset: evaluate a run "
-            f"trained on one (bench eval --model RUN_DIR --bench {name}) or name the data (--data SOURCE)"
+            f"benchmark '{name}' is the held-out rows of a {OWN_DATA[name].task} task's dataset: evaluate "
+            f"a run trained on one (bench eval --model RUN_DIR --bench {name}) or name the data (--data SOURCE)"
         )
-    module_name, _, builder = OWN_DATA[name].partition(":")
+    module_name, _, builder = OWN_DATA[name].builder.partition(":")
     return getattr(importlib.import_module(module_name), builder)(dict(task_args))
 
 
@@ -176,7 +205,7 @@ def describe(name: str) -> dict[str, Any]:
     if name in OWN_DATA:
         from benchmarks.own_data import math_description
 
-        return math_description()
+        return math_description(name)
     spec = get(name)
     return {
         "name": spec.name,

@@ -94,7 +94,7 @@ def _eval_plan(args: argparse.Namespace, task: str, shared: dict) -> EvalPlan:
         benches = (own,) if own else ()
     for name in benches:
         bench_registry.check(name)
-        bench_registry.check_own_data(name, task)
+        bench_registry.check_own_data(name, task, shared.get("task_args"))
     plan = EvalPlan(**{**values, "benchmarks": benches})
     for flag, value, low in (("--eval-every", plan.every, 0), ("--eval-k", plan.k, 1)):
         if value < low:
@@ -104,6 +104,7 @@ def _eval_plan(args: argparse.Namespace, task: str, shared: dict) -> EvalPlan:
     select = parse_select(plan.select, benches, plan.every)
     if select:
         bench_registry.check(select.partition("=")[2])
+        bench_registry.check_own_data(select.partition("=")[2], task, shared.get("task_args"))
     return EvalPlan(**{**values, "benchmarks": benches, "select": select})
 
 

@@ -59,7 +59,7 @@ def benchmark_specs(names: list[str], data: str | None, run_dir: Path | None, se
 
 def own_data_spec(name: str, data: str | None, run_dir: Path | None, given: dict[str, Any] | None = None):
     """The own-data benchmark `name` of `data` (`--data`: its layout recognised), else of the
-    run directory's dataset when the run trained the task `name` (every task argument it set);
+    run directory's dataset when the run trained that benchmark's task (every argument it set);
     `given` (`--set task.*`) over either. UnknownBenchmarkError when there is no dataset."""
     from bench.config_values import coerce_task_args
     from bench.eval.checkpoints import run_task
@@ -68,9 +68,9 @@ def own_data_spec(name: str, data: str | None, run_dir: Path | None, given: dict
     task, own = run_task(run_dir)
     if data is not None:
         own = {"dataset": data}
-    elif task != name:
+    elif task != bench_registry.OWN_DATA[name].task:
         own = {}
-    given = coerce_task_args(name, dict(given or {}))
+    given = coerce_task_args(bench_registry.OWN_DATA[name].task, dict(given or {}))
     return bench_registry.get(name, {**own, **given})
 
 

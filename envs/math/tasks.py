@@ -23,7 +23,11 @@ this task, so it has no demonstrations. Task arguments (`--set task.ARG=VALUE`):
   each, then a final answer. `none` is one turn. The tool variant takes string prompts only.
 - `system_prompt`: a system message put before every prompt that has none (one-turn variant;
   the tool variant has its own).
-- `eval_fraction` (default 0.1): the share of rows held out for evaluation.
+- `eval_fraction` (default 0.1): the share of rows held out for evaluation (the test split,
+  benchmark `math`).
+- `validation_fraction` (default 0: none): a further share of rows held out from training for
+  tuning (the validation split, benchmark `math-val`, a sweep's default objective); the test
+  split is the same with or without it.
 
 Prompt: a string prompt is the problem, a blank line, then "Please reason step by step, and
 put your final answer within \\boxed{}." (the wording of the benchmarks' `BOXED_TEMPLATE`, so
@@ -39,7 +43,9 @@ row order, file or seed, and duplicated problems land on the same side, so train
 a held-out problem. If the hash leaves one side empty, the row nearest the boundary moves over
 (a dataset needs at least two distinct problems). `sample_problem` draws uniformly from the
 training rows; `eval_problems(n, seed)` returns the first n held-out rows in an order shuffled
-by `seed` (all of them when n exceeds their number).
+by `seed` (all of them when n exceeds their number). The validation split is the training rows
+whose position lies less than validation_fraction above the lowest training row's (at least that
+row; at least one row is left to train on), so it shares no problem with either side.
 """
 
 from __future__ import annotations
@@ -177,6 +183,29 @@ def split_train_eval(problems: list[Problem], eval_fraction: float) -> tuple[lis
     return train, held
 
 
+def split_validation(train: list[Problem], fraction: float) -> tuple[list[Problem], list[Problem]]:
+    """(train, validation) of the training rows: validation holds those whose `split_position`
+    is among the lowest `fraction` of [0, 1) above the test threshold, i.e. below min + fraction
+    (at least the lowest distinct problem; equal texts stay together); none when `fraction` is
+    0. ValueError when no distinct problem would be left to train on."""
+    if fraction <= 0:
+        return train, []
+    positions = [split_position(p.meta["problem"]) for p in train]
+    distinct = sorted(set(positions))
+    if len(distinct) < 2:
+        raise ValueError(
+            "validation_fraction needs at least two distinct training problems (one is held out)"
+        )
+    threshold = max(distinct[0] + fraction, distinct[1])  # the lowest problem at least
+    if threshold > distinct[-1]:
+        raise ValueError(
+            f"validation_fraction {fraction:g} leaves no training problem; lower it (or eval_fraction)"
+        )
+    kept = [p for p, x in zip(train, positions, strict=True) if x >= threshold]
+    validation = [p for p, x in zip(train, positions, strict=True) if x < threshold]
+    return kept, validation
+
+
 # ----------------------------------------------------------------------------- task
 
 
@@ -225,6 +254,7 @@ class MathTask(Task):
         tools: str = "none",
         max_tool_calls: int = 8,
         eval_fraction: float = 0.1,
+        validation_fraction: float = 0.0,
         python_cpu_seconds: float = DEFAULT_CPU_SECONDS,
         max_observation_chars: int = DEFAULT_OBSERVATION_CHARS,
         data: str | None = None,
@@ -242,6 +272,7 @@ class MathTask(Task):
         requested = _choice("grader", grader, ["auto", *GRADERS])
         self.max_tool_calls = _number("max_tool_calls", max_tool_calls, 1, 1000, integer=True)
         self.eval_fraction = _number("eval_fraction", eval_fraction, 1e-9, 1 - 1e-9)
+        self.validation_fraction = _number("validation_fraction", validation_fraction, 0, 1 - 1e-9)
         self.python_cpu_seconds = _number("python_cpu_seconds", python_cpu_seconds, 1, 600)
         self.max_observation_chars = _number("max_observation_chars", max_observation_chars, 100, 10**6, True)
         self.system_prompt = system_prompt or None
@@ -249,6 +280,7 @@ class MathTask(Task):
         problems, self.grader_name = load_problems(dataset, requested, split, prompt_column, answer_column)
         self.grader = GRADERS[self.grader_name]
         self.train, self.held_out = split_train_eval(problems, self.eval_fraction)
+        self.train, self.validation = split_validation(self.train, self.validation_fraction)
         if self.tools == "python":  # instance attributes shadow the Task ClassVars for this run
             if any("messages" in p.meta for p in problems):
                 raise ValueError(
@@ -266,11 +298,18 @@ class MathTask(Task):
         return rng.choice(self.train)
 
     def eval_problems(self, n: int, seed: int = 0, split: str = Split.TEST) -> list[Problem]:
-        """The first `n` held-out rows in an order shuffled by `seed` (all of them if n is larger);
-        a file holds out a test split only (ValueError for the validation split)."""
-        if held_out_split(split) is not Split.TEST:
-            raise ValueError("task 'math' holds out a test split only (eval_fraction), no validation split")
-        order = list(self.held_out)
+        """The first `n` rows of the `split` bucket in an order shuffled by `seed` (all of them if
+        n is larger): the test rows (eval_fraction), or the validation rows, which exist only
+        with validation_fraction > 0 (ValueError otherwise)."""
+        if held_out_split(split) is Split.TEST:
+            order = list(self.held_out)
+        elif self.validation:
+            order = list(self.validation)
+        else:
+            raise ValueError(
+                "task 'math' holds out a validation split only when asked: set task.validation_fraction "
+                "(e.g. 0.1)"
+            )
         random.Random(f"math-eval-{seed}").shuffle(order)
         return order[:n]
 

@@ -116,6 +116,19 @@ RUN = [
         ["--eval-every", "5", "--eval-bench", "math"],
         "benchmark 'math' is the held-out rows of a math task's dataset; this run's task is arith",
     ),
+    (
+        [
+            "--task",
+            "math",
+            "--set",
+            f"task.dataset={BYO}/trl_sums.jsonl",
+            "--eval-every",
+            "5",
+            "--eval-bench",
+            "math-val",
+        ],
+        "benchmark 'math-val': a math run holds these rows out only with task.validation_fraction set",
+    ),
     (["--config", "{typo_yaml}"], "algo.dis_eps_hihg: unknown field of sao (did you mean 'dis_eps_high'?)"),
     (["--set", "enable_thinking=false"], "model 'tiny' has no chat template, which enable_thinking need(s)"),
     (

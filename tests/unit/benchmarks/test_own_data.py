@@ -134,3 +134,33 @@ def test_bench_eval_s_set_maps_the_columns_of_any_other_layout(tmp_path):
     assert len(problems) == len(
         MathTask(dataset=str(odd), prompt_column="q", answer_column="gold", eval_fraction=0.5).held_out
     )
+
+
+def test_a_validation_split_is_held_out_of_training_only_when_asked_and_leaves_the_test_rows(products):
+    plain = MathTask(dataset=str(products))
+    tuned = MathTask(dataset=str(products), validation_fraction=0.2)
+    assert plain.validation == [] and 5 < len(tuned.validation) < 25
+    assert [p.key for p in tuned.held_out] == [p.key for p in plain.held_out]  # the test rows stay
+    texts = {
+        name: {p.prompt for p in rows} for name, rows in (("train", tuned.train), ("val", tuned.validation))
+    }
+    test = {p.prompt for p in tuned.held_out}
+    assert not texts["train"] & texts["val"] and not texts["train"] & test and not texts["val"] & test
+    assert len(tuned.train) + len(tuned.validation) == len(plain.train)
+    with pytest.raises(ValueError, match="set task.validation_fraction"):
+        plain.eval_problems(5, split="validation")
+    with pytest.raises(ValueError, match="leaves no training problem"):
+        MathTask(dataset=str(products), validation_fraction=0.999)
+    spec = registry.get("math-val", {"dataset": str(products), "validation_fraction": 0.2})
+    assert spec.name == "math-val" and {p.key for p in spec.load()} == {p.key for p in tuned.validation}
+
+
+def test_math_val_is_a_math_run_s_tuning_split_where_it_holds_one_out(products):
+    args = {"dataset": str(products), "validation_fraction": 0.1}
+    assert registry.task_validation_name("math", args) == "math-val"  # a sweep's default objective
+    assert registry.task_validation_name("math", {"dataset": str(products)}) is None
+    registry.check_own_data("math-val", "math", args)
+    with pytest.raises(UnknownBenchmarkError, match="only with task.validation_fraction set"):
+        registry.check_own_data("math-val", "math", {"dataset": str(products)})
+    with pytest.raises(BenchmarkDataError, match="benchmark 'math-val': .*set task.validation_fraction"):
+        registry.get("math-val", {"dataset": str(products)})
