@@ -241,7 +241,8 @@ class RunConfig:
         default=0,
     )
     eval_bench: str = doc(
-        "comma-separated benchmarks for in-training evaluation (the `bench eval` code path)",
+        "comma-separated benchmarks for in-training evaluation (the `bench eval` code path); a "
+        "math run's own held-out rows are `math` (and `math-val` with task.validation_fraction)",
         flag="--eval-bench",
         default="",
     )
