@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from results.comparison import Comparison
-from results.report.plotting import Figure, arm_colors, legend, new_figure, save
+from results.report.plotting import Figure, arm_colors, legend_below, new_figure, save, styled
 from results.scaling import fit_arm, fit_curve
 
 FLOPS = "budget/flops"
@@ -70,6 +70,7 @@ def compute_curve_table(comparison: Comparison, n_boot: int = 1000) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
+@styled
 def compute_curve_figures(comparison: Comparison, out_dir: Path) -> list[Figure]:
     """Per benchmark: every evaluation's score against its compute (log scale) and each arm's fitted curve."""
     figures = []
@@ -94,7 +95,7 @@ def compute_curve_figures(comparison: Comparison, out_dir: Path) -> list[Figure]
         ax.set_xscale("log")
         ax.set_xlabel("model FLOPs (generation, learner, critic)")
         ax.set_ylabel(f"{bench} avg@k (%)")
-        legend(ax, loc="lower right")
+        legend_below(fig, ax, columns=2)  # inside, it hid the points of a falling arm
         title = f"Compute-performance curves ({bench})"
         figures.append(save(fig, out_dir, f"compute_curves_{bench}", title, CAPTION, None))
     return figures

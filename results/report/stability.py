@@ -16,7 +16,7 @@ from results.collapse import (
     median_steps_to_collapse,
 )
 from results.comparison import Comparison
-from results.report.plotting import Figure, arm_colors, legend, new_figure, save
+from results.report.plotting import Figure, arm_colors, legend, new_figure, save, styled
 
 RULE = (
     f"collapsed: the first step >= {MIN_STEP} whose {WINDOW}-step trailing mean training reward is below "
@@ -69,6 +69,12 @@ def stability_table(comparison: Comparison) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+LINESTYLES = ("-", "--", ":", "-.")
+"""Dash patterns of the survival curves, one per arm in turn: arms that never collapse share the
+line at 1, and each stays visible under the next (drawn thinner on top)."""
+
+
+@styled
 def survival_figure(comparison: Comparison, out_dir: Path) -> list[Figure]:
     """The Kaplan-Meier curve of every arm: the share of its runs not collapsed by each step, a
     step function to the arm's longest run (ticks: runs censored without collapsing)."""
@@ -77,20 +83,26 @@ def survival_figure(comparison: Comparison, out_dir: Path) -> list[Figure]:
         return []
     fig, (ax,) = new_figure()
     colors = arm_colors(comparison.arms)
-    for arm, times in by_arm.items():
+    for i, (arm, times) in enumerate(by_arm.items()):
         curve = kaplan_meier(times)
         end = max(t.steps for t in times)
         steps = [*curve["step"], end]
         survival = [*curve["survival"], curve["survival"].iloc[-1]]
         ax.step(
-            steps, survival, where="post", color=colors[arm], linewidth=1.6, label=f"{arm} (n = {len(times)})"
+            steps,
+            survival,
+            where="post",
+            color=colors[arm],
+            linewidth=max(2.6 - 0.5 * i, 0.9),
+            linestyle=LINESTYLES[i % len(LINESTYLES)],
+            label=f"{arm} (n = {len(times)})",
         )
         censored = [t.steps for t in times if not t.collapsed]
         at = [float(curve.loc[curve["step"] <= c, "survival"].iloc[-1]) for c in censored]
         ax.plot(censored, at, linestyle="none", marker="|", markersize=9, color=colors[arm])
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel("learner step")
-    ax.set_ylabel("share of runs not collapsed")
+    ax.set_ylabel("share not collapsed")
     legend(ax, loc="lower left")
     caption = f"Kaplan-Meier estimate per arm of P(no collapse by step). {RULE}. Ticks: censored runs."
     return [save(fig, out_dir, "stability_survival", "Survival: runs not collapsed by step", caption, None)]
