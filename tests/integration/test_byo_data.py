@@ -129,3 +129,26 @@ def test_an_instruct_model_trains_with_a_system_prompt_and_thinking_off(chat_tin
         json.loads(line)["problem_id"] for line in (tmp_path / "eval" / "math.jsonl").read_text().splitlines()
     }
     assert keys and keys <= held_out
+
+
+@pytest.mark.slow
+def test_a_sweep_on_a_dataset_tunes_on_its_validation_rows(fresh_tiny, tmp_path):
+    # task.validation_fraction holds math-val out of training: the sweep's default objective, each
+    # trial's final evaluation; the test rows (math) are never a sweep's
+    out = tmp_path / "sweep"
+    done = bench(
+        "sweep", "--algo", "grpo", "--task", "math", "--trials", "2", "--budget", "trajectories=8",
+        "--eval-k", "1", "--workers", "1", "--out", str(out),
+        "--set", f"task.dataset={BYO / 'trl_sums.jsonl'}", "--set", "task.validation_fraction=0.3",
+        "--set", f"model={fresh_tiny}", "--set", "trajectories_per_step=8", "--set", "max_new_tokens=8",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((out / "sweep.json").read_text())["objective"] == "eval/math-val/avg_at_k"
+    from envs.math.tasks import MathTask
+
+    validation = {
+        p.key for p in MathTask(dataset=str(BYO / "trl_sums.jsonl"), validation_fraction=0.3).validation
+    }
+    for trial in ("trial-000-s0", "trial-001-s0"):
+        records = (out / "grpo" / trial / "evals" / "final" / "math-val.jsonl").read_text().splitlines()
+        assert {json.loads(line)["problem_id"] for line in records} == validation
