@@ -16,7 +16,7 @@ from results.collapse import (
     median_steps_to_collapse,
 )
 from results.comparison import Comparison
-from results.report.plotting import Figure, arm_colors, legend, new_figure, save, styled
+from results.report.plotting import Figure, arm_colors, legend_below, new_figure, save, styled
 
 RULE = (
     f"collapsed: the first step >= {MIN_STEP} whose {WINDOW}-step trailing mean training reward is below "
@@ -103,6 +103,6 @@ def survival_figure(comparison: Comparison, out_dir: Path) -> list[Figure]:
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel("learner step")
     ax.set_ylabel("share not collapsed")
-    legend(ax, loc="lower left")
+    legend_below(fig, ax, columns=2)  # inside, it crossed the curves that fall
     caption = f"Kaplan-Meier estimate per arm of P(no collapse by step). {RULE}. Ticks: censored runs."
     return [save(fig, out_dir, "stability_survival", "Survival: runs not collapsed by step", caption, None)]
