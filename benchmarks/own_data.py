@@ -22,6 +22,13 @@ OWN_DATA_K = 4
 """Default samples per problem of an own-data benchmark (as the embedded benchmarks)."""
 
 
+def _math_sampling() -> SamplingDefaults:
+    """The default sampling of `math` and `math-val`: the math task's output length, k = OWN_DATA_K."""
+    from envs.math.tasks import MathTask
+
+    return SamplingDefaults(temperature=1.0, top_p=1.0, max_new_tokens=MathTask.max_new_tokens, k=OWN_DATA_K)
+
+
 def math_held_out(task_args: dict[str, Any]) -> BenchmarkSpec:
     """`math`: the test rows of the `math` task built with `task_args` (every one of them, in
     the order `eval_problems` gives), version 1; BenchmarkDataError naming the task's complaint
@@ -56,9 +63,7 @@ def _math_rows(name: str, task_args: dict[str, Any], split: Split) -> BenchmarkS
         description=f"the math task's {split} rows ({describe_config(task_args)}): {n} rows, "
         f"{share:g} of them by content hash, disjoint from training by content",
         grader=task.grader,  # checks every reference answer when loading; the episode grades
-        sampling=SamplingDefaults(
-            temperature=1.0, top_p=1.0, max_new_tokens=MathTask.max_new_tokens, k=OWN_DATA_K
-        ),
+        sampling=_math_sampling(),
         episode=True,
     )
 
@@ -66,8 +71,6 @@ def _math_rows(name: str, task_args: dict[str, Any], split: Split) -> BenchmarkS
 def math_description(name: str) -> dict[str, Any]:
     """What `bench benchmarks` lists for `math` or `math-val` (their rows are a run's: nothing
     is loaded)."""
-    from envs.math.tasks import MathTask
-
     rows = (
         "held-out rows (task.eval_fraction"
         if name == "math"
@@ -81,8 +84,6 @@ def math_description(name: str) -> dict[str, Any]:
         f"dataset (bench eval --bench {name} --data SOURCE); multi-turn with task.tools=python",
         "source": "a math run's task.dataset, or --data SOURCE (a file, dataset directory or cached hub name)",
         "license": "the dataset's",
-        "sampling": SamplingDefaults(
-            temperature=1.0, top_p=1.0, max_new_tokens=MathTask.max_new_tokens, k=OWN_DATA_K
-        ).as_dict(),
+        "sampling": _math_sampling().as_dict(),
         "turns": "single",
     }

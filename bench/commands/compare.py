@@ -103,8 +103,9 @@ def _eval_plan(args: argparse.Namespace, task: str, shared: dict) -> EvalPlan:
         raise UsageError(f"--eval-limit must be >= 1, got {plan.limit}")
     select = parse_select(plan.select, benches, plan.every)
     if select:
-        bench_registry.check(select.partition("=")[2])
-        bench_registry.check_own_data(select.partition("=")[2], task, shared.get("task_args"))
+        selected = select.partition("=")[2]
+        bench_registry.check(selected)
+        bench_registry.check_own_data(selected, task, shared.get("task_args"))
     return EvalPlan(**{**values, "benchmarks": benches, "select": select})
 
 

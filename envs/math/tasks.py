@@ -178,9 +178,16 @@ def split_train_eval(problems: list[Problem], eval_fraction: float) -> tuple[lis
         threshold = distinct[1]
     elif threshold > distinct[-1]:  # nothing left to train on: train on the highest problem
         threshold = distinct[-1]
-    train = [p for p, x in zip(problems, positions, strict=True) if x >= threshold]
-    held = [p for p, x in zip(problems, positions, strict=True) if x < threshold]
-    return train, held
+    return _split_at(problems, positions, threshold)
+
+
+def _split_at(
+    problems: list[Problem], positions: list[float], threshold: float
+) -> tuple[list[Problem], list[Problem]]:
+    """(the problems at or above `threshold`, those below it), by their `split_position`."""
+    above = [p for p, x in zip(problems, positions, strict=True) if x >= threshold]
+    below = [p for p, x in zip(problems, positions, strict=True) if x < threshold]
+    return above, below
 
 
 def split_validation(train: list[Problem], fraction: float) -> tuple[list[Problem], list[Problem]]:
@@ -201,9 +208,7 @@ def split_validation(train: list[Problem], fraction: float) -> tuple[list[Proble
         raise ValueError(
             f"validation_fraction {fraction:g} leaves no training problem; lower it (or eval_fraction)"
         )
-    kept = [p for p, x in zip(train, positions, strict=True) if x >= threshold]
-    validation = [p for p, x in zip(train, positions, strict=True) if x < threshold]
-    return kept, validation
+    return _split_at(train, positions, threshold)
 
 
 # ----------------------------------------------------------------------------- task
