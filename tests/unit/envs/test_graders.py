@@ -237,6 +237,8 @@ LAST_NUMBER = [
     ("so \u22126", "6", False),
     ("9\u22122", "2", True),
     ("so \u2212\u22126", "-6", False),
+    ("so -\u22126", "-6", False),  # a mixed double minus is no sign either
+    ("so \u2212-6", "-6", False),
     ("x = \u22121,234", "-1234", True),
     # attacks: a list of guesses scores its last only; a thought is not read; a decimal is wrong
     ("5 or 6 or 7", "5", False),
