@@ -65,6 +65,7 @@ def _math_rows(name: str, task_args: dict[str, Any], split: Split) -> BenchmarkS
         grader=task.grader,  # checks every reference answer when loading; the episode grades
         sampling=_math_sampling(),
         episode=True,
+        built=task,  # the dataset is read once, here
     )
 
 

@@ -51,6 +51,8 @@ class OwnData(NamedTuple):
     task: str
     builder: str
     """"module:builder": the builder takes the task's arguments and returns the spec."""
+    describer: str
+    """"module:function": what `bench benchmarks` lists for it, given its name (nothing loaded)."""
     needs: str | None = None
     """A task argument that must be set (non-zero) for these rows to exist, else None."""
 
@@ -60,8 +62,13 @@ class OwnData(NamedTuple):
 
 
 OWN_DATA: dict[str, OwnData] = {
-    "math": OwnData("math", "benchmarks.own_data:math_held_out"),
-    "math-val": OwnData("math", "benchmarks.own_data:math_validation", needs="validation_fraction"),
+    "math": OwnData("math", "benchmarks.own_data:math_held_out", "benchmarks.own_data:math_description"),
+    "math-val": OwnData(
+        "math",
+        "benchmarks.own_data:math_validation",
+        "benchmarks.own_data:math_description",
+        needs="validation_fraction",
+    ),
 }
 """Benchmarks of a run's own data, built from its task's arguments (`get(name, task_args)`): a
 math run's own benchmark is `math` (`task_benchmark_name`), its validation split `math-val`
@@ -194,8 +201,13 @@ def get(name: str, task_args: dict[str, Any] | None = None) -> BenchmarkSpec:
             f"benchmark '{name}' is the held-out rows of a {OWN_DATA[name].task} task's dataset: evaluate "
             f"a run trained on one (bench eval --model RUN_DIR --bench {name}) or name the data (--data SOURCE)"
         )
-    module_name, _, builder = OWN_DATA[name].builder.partition(":")
-    return getattr(importlib.import_module(module_name), builder)(dict(task_args))
+    return _call(OWN_DATA[name].builder, dict(task_args))
+
+
+def _call(target: str, argument: Any) -> Any:
+    """Import "module:function" and call the function with `argument`."""
+    module_name, _, function = target.partition(":")
+    return getattr(importlib.import_module(module_name), function)(argument)
 
 
 def describe(name: str) -> dict[str, Any]:
@@ -203,9 +215,7 @@ def describe(name: str) -> dict[str, Any]:
     license, default sampling, whether it is multi-turn (an own-data benchmark: its general
     form, nothing loaded)."""
     if name in OWN_DATA:
-        from benchmarks.own_data import math_description
-
-        return math_description(name)
+        return _call(OWN_DATA[name].describer, name)
     spec = get(name)
     return {
         "name": spec.name,

@@ -64,6 +64,18 @@ def test_a_sample_is_asked_and_graded_as_the_run_s_rollouts(products):
     assert _play(spec, problem, f"\\boxed{{{int(problem.answer) + 1}}}")[1] == 0.0
 
 
+def test_the_dataset_is_read_once_for_the_spec_its_rows_and_its_episodes(products, monkeypatch):
+    import envs.math.tasks as math_tasks
+
+    reads = []
+    load = math_tasks.load_problems
+    monkeypatch.setattr(math_tasks, "load_problems", lambda *a, **kw: reads.append(a) or load(*a, **kw))
+    spec = registry.get("math", {"dataset": str(products), "eval_fraction": 0.2})
+    problem = spec.load()[0]
+    _play(spec, problem, "\\boxed{0}")
+    assert len(reads) == 1
+
+
 def test_chat_message_prompts_and_a_system_prompt_open_the_episode_as_in_training():
     args = {
         "dataset": str(BYO / "trl_conversational.jsonl"),
