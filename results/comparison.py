@@ -22,7 +22,7 @@ from benchmarks.scoring import correct_by_problem
 from results.budgets import limits_text
 from results.collapse import collapse_step, deepest_fall
 from results.evals import read_records, read_summary
-from results.experiments import FINAL_EVAL_DIR, SPEC_FILE, RunState, arm_slug, read_status
+from results.experiments import FINAL_EVAL_DIR, SPEC_FILE, RunState, arm_slug, read_status, seed_run_name
 from results.files import read_json
 from results.rundir import RunDir, RunOutcome
 
@@ -116,7 +116,7 @@ def _spec_runs(out: Path, spec: dict[str, Any]) -> list[dict[str, Any]]:
     entries = []
     for arm in spec["arms"]:
         for seed in spec["seeds"]:
-            run = f"{arm_slug(arm['name'])}-s{seed}"
+            run = seed_run_name(arm_slug(arm["name"]), seed)
             status = read_status(out, run) or {"state": RunState.PENDING}
             entries.append(
                 {

@@ -46,6 +46,18 @@ def arm_slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9+._-]", "_", name)
 
 
+def seed_run_name(prefix: str, seed: int | str) -> str:
+    """A seed's run directory name, `<prefix>-s<seed>`: a comparison's `<arm slug>-s<seed>`
+    under `runs/`, a sweep trial's `<slot>-s<seed>` under `<arm slug>/` (`seed="*"`: a glob)."""
+    return f"{prefix}-s{seed}"
+
+
+def trial_slot(slot: int) -> str:
+    """A sweep's trial slot name (`trial-000`): its Optuna `run` attribute, status file stem and
+    run directory prefix."""
+    return f"trial-{slot:03d}"
+
+
 def read_status(out: Path, run: str) -> dict[str, Any] | None:
     """The status record a worker wrote for `run` of the comparison in `out` (None: none yet)."""
     path = Path(out) / STATUS_DIR / f"{run}.json"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from algorithms.fields import doc
-from results.experiments import SPEC_FILE
+from results.experiments import SPEC_FILE, seed_run_name
 from sweeps.errors import ExperimentError
 from sweeps.spec import Arm, ExperimentSpec
 
@@ -97,7 +97,7 @@ class ComparisonSpec(ExperimentSpec):
     @staticmethod
     def run_name(arm: Arm, seed: int) -> str:
         """The run's name: its key in the study and its directory under `runs/`."""
-        return f"{arm.slug}-s{seed}"
+        return seed_run_name(arm.slug, seed)
 
     def arm_and_seed(self, run_name: str) -> tuple[Arm, int]:
         """Inverse of `run_name`."""

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from results.budgets import budget_of
-from results.experiments import FINAL_EVAL_DIR, STATUS_DIR, arm_slug
+from results.experiments import FINAL_EVAL_DIR, RUNS_DIR, STATUS_DIR, arm_slug, seed_run_name, trial_slot
 from results.rundir import RunDir
 from results.tables import format_table
 from sweeps.queue import is_dead_here
@@ -102,8 +102,8 @@ def comparison_rows(out: Path, spec: dict[str, Any]) -> list[RunRow]:
     rows = []
     for arm in spec["arms"]:
         for seed in spec["seeds"]:
-            name = f"{arm_slug(arm['name'])}-s{seed}"
-            rows.append(_run_row(out, name, out / "runs" / name, spec.get("budget", {}), benches))
+            name = seed_run_name(arm_slug(arm["name"]), seed)
+            rows.append(_run_row(out, name, out / RUNS_DIR / name, spec.get("budget", {}), benches))
     return rows
 
 
@@ -155,13 +155,16 @@ def sweep_rows(out: Path, spec: dict[str, Any]) -> list[RunRow]:
     for arm in spec["arms"]:
         slug = arm_slug(arm["name"])
         for slot in range(int(spec.get("trials", 0))):
-            name = f"trial-{slot:03d}"
+            name = trial_slot(slot)
             status = _read(out / STATUS_DIR / slug / f"{name}.json")
             label = f"{arm['name']}/{name}"
             if status is None:
                 rows.append(RunRow(label, "queued"))
                 continue
-            runs = sorted((out / slug).glob(f"{name}-s*/metrics.jsonl"), key=lambda p: p.stat().st_mtime)
+            runs = sorted(
+                (out / slug).glob(f"{seed_run_name(name, '*')}/metrics.jsonl"),
+                key=lambda p: p.stat().st_mtime,
+            )
             metrics = last_metrics(runs[-1]) if runs else {}
             state = str(status.get("state"))
             result = (

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from results.budgets import BudgetKind
+from results.experiments import trial_slot
 from sweeps.queue import Claim, RunQueue
 from sweeps.spaces import Param
 from sweeps.sweep import FINAL_REWARD, SweepSpec
@@ -80,7 +81,7 @@ def fill_study(study: Any, trials: int, first: dict[str, Any]) -> None:
     (a kill, or a journal whose last records were lost) is completed by the next start."""
     filled = {t.user_attrs.get("run") for t in study.get_trials(deepcopy=False)}
     for slot in range(trials):
-        run = f"trial-{slot:03d}"
+        run = trial_slot(slot)
         if run not in filled:
             params = first if slot == 0 else {}
             study.enqueue_trial(params, user_attrs={"run": run}, skip_if_exists=False)

@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from results.experiments import STATUS_DIR, seed_run_name
 from results.files import read_json, write_json_atomic
 from results.tables import format_table
 from sweeps.errors import ExperimentError
@@ -159,11 +160,11 @@ def trial_overheads(out: Path, spec: SweepSpec, arm: Any) -> dict[str, Any]:
     a trial whose run directories are gone (deleted, lost with a machine: its value is still
     the study's) is left out and counted in `without_runs`."""
     rows, without_runs = [], 0
-    for status in sorted((out / "status" / arm.slug).glob("*.json")):
+    for status in sorted((out / STATUS_DIR / arm.slug).glob("*.json")):
         st = read_json(status)
         if st.get("state") != "complete" or "started" not in st:
             continue
-        run_dirs = [out / arm.slug / f"{status.stem}-s{seed}" for seed in spec.seeds]
+        run_dirs = [out / arm.slug / seed_run_name(status.stem, seed) for seed in spec.seeds]
         if not all((run_dir / "summary.json").is_file() for run_dir in run_dirs):
             without_runs += 1
             continue

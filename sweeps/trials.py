@@ -27,7 +27,7 @@ from typing import Any
 
 from benchmarks.scoring import problem_scores
 from results.evals import read_records
-from results.experiments import RunState
+from results.experiments import STATUS_DIR, RunState, seed_run_name
 from results.files import write_json_atomic
 from results.rundir import RunDir
 from sweeps.comparison import EvalPlan
@@ -111,7 +111,7 @@ class SweepTrials:
 
     def _status_path(self, queue: RunQueue, claim: Claim) -> Path:
         arm, _ = self.arms[queue.study.study_name]
-        return self.out / "status" / arm.slug / f"{claim.run}.json"
+        return self.out / STATUS_DIR / arm.slug / f"{claim.run}.json"
 
     def run_layers(self, queue: RunQueue, claim: Claim) -> list[dict[str, Any]]:
         """The config layers of the trial's first seed's run, without its sampled parameters
@@ -175,7 +175,7 @@ class TrialRun:
         """{"state": complete | pruned | failed | busy, "value", "detail", "seeds"}."""
         scores, stopped = [], []
         for index, seed in enumerate(self.spec.seeds):
-            run_dir = self.out / self.arm.slug / f"{self.claim.run}-s{seed}"
+            run_dir = self.out / self.arm.slug / seed_run_name(self.claim.run, seed)
             try:
                 result = self._train(run_dir, seed)
                 if result.state in (RunState.FAILED, RunState.BUSY):

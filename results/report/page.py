@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from results.comparison import Comparison
+from results.experiments import STATUS_DIR
 from results.files import read_json
 from results.report.bottom_figures import forest_plot, interval_estimates, probability_of_improvement
 from results.report.bottom_line import bottom_lines, budget_text, report_title, sentence
@@ -106,7 +107,7 @@ def _run_cell(run: str, path: Path, out: Path) -> Cell | str:
         ("summary", path / "summary.json"),
         ("log", experiment / "logs" / f"{run}.run.log"),
         ("eval log", experiment / "logs" / f"{run}.eval.log"),
-        ("status", experiment / "status" / f"{run}.json"),
+        ("status", experiment / STATUS_DIR / f"{run}.json"),
     ]
     more = tuple((label, _relative(p, out)) for label, p in candidates if p.exists())
     return Cell(run, run, _relative(path, out) + "/", more)
