@@ -16,6 +16,13 @@ from results.report.paper import TABLES
 PRIMARY_REFERENCE = "arith-tuned"
 """The reference comparison whose claims are primary: Table 1, every arm at its sweep's best."""
 
+REFERENCE_PARTS: dict[str, tuple[str, ...]] = {"arith-tuned": ("arith-tuned-others",)}
+"""Reference comparisons reported in several directories: name -> the further directories
+whose arms join it (`evidence.Reference`). arith-tuned's SAO and GRPO+DIS were run and reported
+first (issue 36, reruns 1 and 1b) and their run directories are gone; its GRPO and SAO w/ DIS
+only arms were run later on the same splits, budget and evaluation and reported apart (rerun
+1c), so the claims between them are computed from both reports' score matrices."""
+
 
 @dataclass(frozen=True)
 class Claim:

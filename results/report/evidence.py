@@ -30,6 +30,7 @@ from benchmarks.run_stats import paired_difference
 from benchmarks.seed_stats import seed_noise_bound_test, welch_interval
 from results.files import read_json
 from results.report.claims import Claim
+from results.report.differences import pair_row
 from results.report.score_matrix import SCORE_MATRIX_FILE, read_score_matrix
 
 DEFAULT_N_BOOT = 10000
@@ -95,6 +96,12 @@ def _csv(path: Path) -> pd.DataFrame:
         return pd.DataFrame()
 
 
+def _joined(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The rows of every non-empty frame (an empty frame where all are empty)."""
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
 def _one(frame: pd.DataFrame, **match) -> pd.Series | None:
     if frame.empty or any(column not in frame for column in match):
         return None
@@ -119,12 +126,14 @@ def _bound_p(seeds: tuple[float, ...] | None, score: pd.Series) -> float:
     return seed_noise_bound_test(list(seeds), int(k), int(score["n_problems"]))["p_value"]
 
 
-def budget_and_tuning(provenance: Path, arms: tuple[str, ...] = ()) -> str:
+def budget_and_tuning(provenance: Path | list[Path], arms: tuple[str, ...] = ()) -> str:
     """ "trajectories=32000, shared defaults", "..., tuned: 20 trials/arm" or "..., arms' own settings
     (arms file)" (an arms file carrying, e.g., a sweep's best parameters) from a report's provenance.
     A report of several comparisons: the budgets of those that hold `arms`, each naming its arms
-    where they differ ("trajectories=32000 (sao), flops=2.72e+13 (grpo+dis-sao-flops)")."""
-    specs = read_json(provenance).get("specs", []) if provenance.exists() else []
+    where they differ ("trajectories=32000 (sao), flops=2.72e+13 (grpo+dis-sao-flops)"). Several
+    provenance files (a reference in parts): the comparisons of all of them."""
+    paths = provenance if isinstance(provenance, list) else [provenance]
+    specs = [spec for path in paths if path.exists() for spec in read_json(path).get("specs", [])]
     every = [(spec, {a.get("name") for a in spec.get("arms", [])}) for spec in specs]
     held = [(spec, names) for spec, names in every if names & set(arms)] or every[:1]
     if not held:
@@ -174,16 +183,27 @@ def compute_comparison(runs: pd.DataFrame, arm: str, other: str) -> str:
 class Reference:
     """One reference comparison's committed files, read once for all the claims that use it."""
 
-    def __init__(self, path: Path):
-        """Read the tables (missing files read as empty) and the score matrix when present."""
+    def __init__(self, path: Path, *parts: Path):
+        """Read the tables (missing files read as empty) and the score matrix when present.
+        `parts`: further report directories whose arms join this one's (`claims.REFERENCE_PARTS`:
+        arms run in another comparison, after this one's runs were gone, and reported apart);
+        a difference between arms of different directories is computed from their score
+        matrices as `bench report` computes its own (`differences.pair_row`, same resampling)."""
         self.path = path
-        self.scores = _csv(path / "tables" / "scores.csv")
-        self.diffs = _csv(path / "tables" / "differences.csv")
-        self.per_seed = _csv(path / "tables" / "per_seed.csv")
-        self.runs = _csv(path / "tables" / "runs.csv")
-        matrix = path / SCORE_MATRIX_FILE
-        self.matrices = read_score_matrix(matrix)[0] if matrix.exists() else {}
-        self.provenance = path / "provenance.json"
+        dirs = [path, *parts]
+        self.scores, self.diffs, self.per_seed, self.runs = (
+            _joined([_csv(d / "tables" / name) for d in dirs])
+            for name in ("scores.csv", "differences.csv", "per_seed.csv", "runs.csv")
+        )
+        self.matrices, self.ks = {}, {}
+        for d in dirs:
+            if (d / SCORE_MATRIX_FILE).exists():
+                matrices, ks, arms = read_score_matrix(d / SCORE_MATRIX_FILE)
+                if clash := {arm for arm, _ in self.matrices} & set(arms):
+                    raise ValueError(f"{d}: arms {sorted(clash)} are also in {path} (one name per arm)")
+                self.matrices.update(matrices)
+                self.ks.update(ks)
+        self.provenance = [d / "provenance.json" for d in dirs]
 
     def budget_and_tuning(self, claim: Claim) -> str:
         """The budget and tuning of the comparisons that hold the claim's arms (`budget_and_tuning`)."""
@@ -200,13 +220,28 @@ class Reference:
         report's bottom line judges its claims exactly as the verdict table will."""
         ref = cls.__new__(cls)
         ref.path, ref.scores, ref.diffs, ref.per_seed, ref.matrices = None, scores, diffs, per_seed, matrices
+        ref.ks = {}
         return ref
+
+    def _difference(self, claim: Claim) -> pd.Series | None:
+        """The claim's row of the differences table; for arms of different parts (none has the
+        row) the row `bench report` would have written, from their score matrices."""
+        row = _one(self.diffs, arm=claim.arm, baseline=claim.other, benchmark=claim.benchmark)
+        a = self.matrices.get((claim.arm, claim.benchmark))
+        b = self.matrices.get((claim.other, claim.benchmark))
+        if row is not None or a is None or b is None:
+            return row
+        n_boot = self.diffs["n_boot"].dropna() if "n_boot" in self.diffs else pd.Series(dtype=float)
+        n_boot = int(n_boot.iloc[0]) if len(n_boot) else DEFAULT_N_BOOT
+        ks = (self.ks.get((claim.arm, claim.benchmark)), self.ks.get((claim.other, claim.benchmark)))
+        computed = pair_row(a, b, *ks, n_boot)
+        return None if computed is None else pd.Series(computed)
 
     def evidence(self, claim: Claim) -> Evidence | None:
         """The claim's statistics, or None when its arms or difference are not in the tables."""
         score_a = _one(self.scores, arm=claim.arm, benchmark=claim.benchmark)
         score_b = _one(self.scores, arm=claim.other, benchmark=claim.benchmark)
-        diff = _one(self.diffs, arm=claim.arm, baseline=claim.other, benchmark=claim.benchmark)
+        diff = self._difference(claim)
         if score_a is None or score_b is None or diff is None:
             return None
         new_format = "welch_low" in diff.index

@@ -302,3 +302,33 @@ def test_a_report_of_two_comparisons_states_the_budget_of_the_arms_a_claim_compa
     assert budget_and_tuning(path, ("sao", "grpo+dis-sao-flops")) == (
         "trajectories=32000 (sao), flops=2.72e+13 (grpo+dis-sao-flops), shared defaults"
     )
+
+
+def test_a_reference_reported_in_parts_judges_its_claims_as_one_report_of_all_arms(tmp_path):
+    # arith-tuned's SAO and GRPO+DIS were reported before its GRPO and DIS-only arms ran
+    # (claims.REFERENCE_PARTS): the claims across parts come from both score matrices, exactly
+    # as one report of every arm would give them
+    first = write_comparison(
+        tmp_path / "first", arms=("sao", "grpo+dis"), seeds=(0, 1, 2), final_eval=(60, 4)
+    )
+    later = write_comparison(
+        tmp_path / "later", arms=("grpo", "sao:dis-only"), seeds=(0, 1, 2), final_eval=(60, 4)
+    )
+    write_report([first, later], tmp_path / "whole" / "arith-tuned", formats=["csv"], n_boot=500)
+    write_report([first], tmp_path / "parts" / "arith-tuned", formats=["csv"], n_boot=500)
+    write_report([later], tmp_path / "parts" / "arith-tuned-others", formats=["csv"], n_boot=500)
+    whole = {v.claim.label: v for v in assess(tmp_path / "whole") if v.claim.primary}
+    parts = {v.claim.label: v for v in assess(tmp_path / "parts") if v.claim.primary}
+    assert len(whole) == 4 and all(v.evidence is not None for v in whole.values())
+    for label, v in whole.items():
+        p = parts[label]
+        assert p.evidence is not None, label
+        assert (p.evidence.diff, *p.evidence.boot, p.evidence.boot_p) == pytest.approx(
+            (v.evidence.diff, *v.evidence.boot, v.evidence.boot_p)
+        ), label
+        assert (p.boot, p.welch, p.p_adjusted, p.finding) == (v.boot, v.welch, v.p_adjusted, v.finding), label
+        assert p.budget == v.budget and p.compute == v.compute, label
+    write_report([later], tmp_path / "clash" / "arith-tuned", formats=["csv"], n_boot=500)
+    write_report([later], tmp_path / "clash" / "arith-tuned-others", formats=["csv"], n_boot=500)
+    with pytest.raises(ValueError, match="one name per arm"):
+        assess(tmp_path / "clash")
