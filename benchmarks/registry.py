@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import json
 from typing import Any, NamedTuple
 
 from benchmarks.base import BenchmarkSpec
@@ -201,7 +202,16 @@ def get(name: str, task_args: dict[str, Any] | None = None) -> BenchmarkSpec:
             f"benchmark '{name}' is the held-out rows of a {OWN_DATA[name].task} task's dataset: evaluate "
             f"a run trained on one (bench eval --model RUN_DIR --bench {name}) or name the data (--data SOURCE)"
         )
-    return _call(OWN_DATA[name].builder, dict(task_args))
+    return _own_data(name, json.dumps(task_args, sort_keys=True, default=str))
+
+
+@functools.lru_cache(maxsize=8)
+def _own_data(name: str, task_args_json: str) -> BenchmarkSpec:
+    """The own-data spec `name` built from the task arguments `task_args_json` (JSON, keys
+    sorted), once per process and arguments: a run evaluates its held-out rows every
+    `eval_every` steps, and building the spec reads the user's dataset (seconds for a large
+    one). The dataset is read as it was at the first build, as the run's training task read it."""
+    return _call(OWN_DATA[name].builder, json.loads(task_args_json))
 
 
 def _call(target: str, argument: Any) -> Any:

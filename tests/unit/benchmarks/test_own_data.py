@@ -74,6 +74,11 @@ def test_the_dataset_is_read_once_for_the_spec_its_rows_and_its_episodes(product
     problem = spec.load()[0]
     _play(spec, problem, "\\boxed{0}")
     assert len(reads) == 1
+    # a run's next in-training evaluation: the same spec, nothing read again; other rows: read
+    assert registry.get("math", {"eval_fraction": 0.2, "dataset": str(products)}) is spec
+    assert len(reads) == 1
+    assert registry.get("math", {"dataset": str(products), "eval_fraction": 0.3}) is not spec
+    assert len(reads) == 2
 
 
 def test_chat_message_prompts_and_a_system_prompt_open_the_episode_as_in_training():
