@@ -3,6 +3,8 @@ count, and the report's scores and differences recompute from it alone, to the l
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -69,3 +71,29 @@ def test_the_reports_intervals_recompute_from_the_score_matrix_alone(report, nam
             rtol=1e-12,
         )
     assert benchmark in set(diffs["benchmark"]) and len(written_diffs) >= 1
+
+
+REFERENCES = Path(__file__).resolve().parents[3] / "results" / "reference"
+
+
+@pytest.mark.parametrize("name", sorted(p.parent.name for p in REFERENCES.glob("*/score_matrix.csv")))
+def test_each_committed_reference_s_tables_recompute_from_its_score_matrix(name):
+    # issue 36's evidence: anyone can recompute a reference's intervals from the repository alone
+    root = REFERENCES / name
+    written_scores = pd.read_csv(root / "tables" / "scores.csv")
+    written_diffs = pd.read_csv(root / "tables" / "differences.csv")
+    heading = (root / "tables" / "differences.md").read_text().split(": ", 1)[0]
+    baseline = heading.removeprefix("**Differences vs ")  # the report's --baseline
+    scores, diffs = tables_from_score_matrix(
+        root, baseline=baseline, n_boot=int(written_diffs["n_boot"].iloc[0])
+    )
+    for got, written, key in (
+        (scores, written_scores, ["arm", "benchmark"]),
+        (diffs, written_diffs, ["arm", "baseline", "benchmark"]),
+    ):
+        pd.testing.assert_frame_equal(
+            got.sort_values(key).reset_index(drop=True)[written.columns].astype(written.dtypes.to_dict()),
+            written.sort_values(key).reset_index(drop=True),
+            check_dtype=False,
+            rtol=1e-12,
+        )
