@@ -98,12 +98,16 @@ def _verdicts(args: argparse.Namespace) -> int:
     readme = Path(args.readme) if args.readme else None
     if readme is not None and not readme.is_file():
         raise UsageError(f"--readme {args.readme}: no such file")
+    from results.report.reference_pages import refresh_reference_pages
     from results.report.verdicts import verdicts_markdown, write_verdicts
 
     try:
         path = write_verdicts(root, readme)
+        pages = refresh_reference_pages(root)  # a reference in parts: its page judged over all
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     print(verdicts_markdown(root))
     print(f"wrote {path}" + (f" and the verdict block of {readme}" if readme else ""))
+    for page in pages:
+        print(f"rewrote the bottom line of {page} (judged over the reference's parts)")
     return 0

@@ -56,20 +56,30 @@ def claim_of(arm: str, other: str, benchmark: str, report: str) -> Claim | None:
 
 
 def bottom_lines(
-    diffs: pd.DataFrame, scores: pd.DataFrame, per_seed: pd.DataFrame, matrices: dict, report: str
+    diffs: pd.DataFrame,
+    scores: pd.DataFrame,
+    per_seed: pd.DataFrame,
+    matrices: dict,
+    report: str,
+    reference: Reference | None = None,
 ) -> list[Line]:
     """One `Line` per row of the differences table (module docstring); `report`: the name of the
-    report's directory (a reference's name makes its claims the verdict table's)."""
+    report's directory (a reference's name makes its claims the verdict table's); `reference`:
+    the reference its claims are judged in (default: these tables; a reference in parts: all of
+    them, `refresh_reference_pages`)."""
     if diffs.empty:
         return []
     rows = list(diffs.itertuples(index=False))
     claims = [claim_of(r.arm, r.baseline, r.benchmark, report) for r in rows]
     judged = [i for i, c in enumerate(claims) if c is not None]
-    reference = Reference.from_frames(scores, diffs, per_seed, matrices)
+    reference = reference or Reference.from_frames(scores, diffs, per_seed, matrices)
     claimed = [claims[i] for i in judged]
-    unstated = ["-"] * len(claimed)  # the report states budget and compute in its own tables
-    evidence = [reference.evidence(c) for c in claimed]
-    verdicts = dict(zip(judged, judge(claimed, evidence, unstated, unstated)))
+    # the reference's claims not among these rows share the Holm family, as in the verdict table
+    # (without evidence here they enter as not run, as there)
+    family = claimed + [c for c in CLAIMS if c.reference == report and c not in claimed]
+    unstated = ["-"] * len(family)  # the report states budget and compute in its own tables
+    evidence = [reference.evidence(c) for c in family]
+    verdicts = dict(zip(judged, judge(family, evidence, unstated, unstated)))
     lines = []
     for i, r in enumerate(rows):
         v = verdicts.get(i)

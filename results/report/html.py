@@ -180,12 +180,21 @@ def _section(id_: str, heading: str, body: str) -> str:
     return f'<section id="{id_}">\n<h2>{escape(heading)}</h2>\n{body}\n</section>'
 
 
-def _bottom_line_html(out_dir: Path, lines: list[tuple[str, str]], figures: list[Figure]) -> str:
-    """The sentences, and beside them the bottom line's figures (the forest plot)."""
+CLAIMS_OPEN, CLAIMS_CLOSE = '<ul class="claims">', "</ul>"
+"""How the bottom line's list of sentences opens and closes (`claims_html`)."""
+
+
+def claims_html(lines: list[tuple[str, str]]) -> str:
+    """The bottom line's (label, sentence) pairs as its list."""
     items = "".join(
         f'<li><span class="label">{escape(label)}:</span> {escape(text)}</li>' for label, text in lines
     )
-    claims = f'<ul class="claims">{items}</ul>' if lines else "<div></div>"
+    return f"{CLAIMS_OPEN}{items}{CLAIMS_CLOSE}"
+
+
+def _bottom_line_html(out_dir: Path, lines: list[tuple[str, str]], figures: list[Figure]) -> str:
+    """The sentences, and beside them the bottom line's figures (the forest plot)."""
+    claims = claims_html(lines) if lines else "<div></div>"
     figs = "".join(_figure_html(out_dir, f, wide=False) for f in figures)
     return f'<section id="bottom-line">\n<h2>Bottom line</h2>\n{claims}\n<div>{figs}</div>\n</section>'
 

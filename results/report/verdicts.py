@@ -345,7 +345,9 @@ How a row is judged (`results/report/verdicts.py`):
 
 def write_verdicts(root: Path, readme: Path | None = None) -> Path:
     """Write `root`/VERDICTS.md (the full table) and, with `readme`, replace the table between
-    its verdict markers with the compact one. Returns the VERDICTS.md path."""
+    its verdict markers with the compact one. Returns the VERDICTS.md path. (`bench report
+    --verdicts` then rewrites the bottom line of a reference page in parts:
+    `reference_pages.refresh_reference_pages`.)"""
     path = root / VERDICTS_FILE
     path.write_text(f"{HEADER.format(m=len(DECLARED_FAMILY))}\n{verdicts_markdown(root)}\n")
     if readme is not None:

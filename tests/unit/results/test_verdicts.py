@@ -17,6 +17,7 @@ from benchmarks.run_stats import paired_difference
 from results.report import write_report
 from results.report.claims import CLAIMS
 from results.report.findings import Finding
+from results.report.reference_pages import refresh_reference_pages
 from results.report.verdicts import (
     README_END,
     README_START,
@@ -240,6 +241,7 @@ def test_each_committed_report_s_bottom_line_is_the_verdict_table_s():
     from html import escape
 
     from results.report.bottom_line import bottom_lines, sentence
+    from results.report.claims import REFERENCE_PARTS
     from results.report.evidence import Reference
     from results.report.stability_verdicts import stability_sentences
 
@@ -249,7 +251,9 @@ def test_each_committed_report_s_bottom_line_is_the_verdict_table_s():
         if "Bottom line" not in text:
             continue  # made before reports opened with one (issue 38: regenerated with the re-runs)
         ref = Reference(page.parent)
-        lines = bottom_lines(ref.diffs, ref.scores, ref.per_seed, ref.matrices, page.parent.name)
+        parts = [page.parent.parent / p for p in REFERENCE_PARTS.get(page.parent.name, ())]
+        joined = Reference(page.parent, *[p for p in parts if p.exists()])  # judged over all parts
+        lines = bottom_lines(ref.diffs, ref.scores, ref.per_seed, ref.matrices, page.parent.name, joined)
         for label, words in [*map(sentence, lines), *stability_sentences(ref.runs)]:
             assert escape(f"{label}:") in text and escape(words) in text, (page.parent.name, label)
             checked += 1
@@ -314,8 +318,8 @@ def test_a_reference_reported_in_parts_judges_its_claims_as_one_report_of_all_ar
     later = write_comparison(
         tmp_path / "later", arms=("grpo", "sao:dis-only"), seeds=(0, 1, 2), final_eval=(60, 4)
     )
-    write_report([first, later], tmp_path / "whole" / "arith-tuned", formats=["csv"], n_boot=500)
-    write_report([first], tmp_path / "parts" / "arith-tuned", formats=["csv"], n_boot=500)
+    write_report([first, later], tmp_path / "whole" / "arith-tuned", formats=["csv", "html"], n_boot=500)
+    write_report([first], tmp_path / "parts" / "arith-tuned", formats=["csv", "html"], n_boot=500)
     write_report([later], tmp_path / "parts" / "arith-tuned-others", formats=["csv"], n_boot=500)
     whole = {v.claim.label: v for v in assess(tmp_path / "whole") if v.claim.primary}
     parts = {v.claim.label: v for v in assess(tmp_path / "parts") if v.claim.primary}
@@ -328,6 +332,29 @@ def test_a_reference_reported_in_parts_judges_its_claims_as_one_report_of_all_ar
         ), label
         assert (p.boot, p.welch, p.p_adjusted, p.finding) == (v.boot, v.welch, v.p_adjusted, v.finding), label
         assert p.budget == v.budget and p.compute == v.compute, label
+
+    # the first part's page (its runs may be gone) gets its bottom line judged over both parts
+    def claim_sentence(page: Path) -> str:
+        text = page.read_text()
+        label = "Table 1, tuned: SAO &gt; GRPO+DIS (math):</span>"
+        return text[text.index(label) : text.index("</li>", text.index(label))]
+
+    whole_page, part_page = (tmp_path / d / "arith-tuned" / "index.html" for d in ("whole", "parts"))
+
+    def outside_the_list(text: str) -> str:
+        return (
+            text[: text.index('<ul class="claims">')]
+            + text[text.index("</ul>", text.index('<ul class="claims">')) :]
+        )
+
+    before = part_page.read_text()
+    # the page as written before the join, its sentence made stale: the refresh rewrites it
+    part_page.write_text(
+        before.replace(claim_sentence(part_page), "Table 1, tuned: SAO &gt; GRPO+DIS (math):</span> stale")
+    )
+    assert refresh_reference_pages(tmp_path / "parts") == [part_page]
+    assert claim_sentence(part_page) == claim_sentence(whole_page)
+    assert outside_the_list(part_page.read_text()) == outside_the_list(before)  # figures, tables kept
     write_report([later], tmp_path / "clash" / "arith-tuned", formats=["csv"], n_boot=500)
     write_report([later], tmp_path / "clash" / "arith-tuned-others", formats=["csv"], n_boot=500)
     with pytest.raises(ValueError, match="one name per arm"):
