@@ -352,7 +352,10 @@ def test_a_reference_reported_in_parts_judges_its_claims_as_one_report_of_all_ar
     part_page.write_text(
         before.replace(claim_sentence(part_page), "Table 1, tuned: SAO &gt; GRPO+DIS (math):</span> stale")
     )
+    forest = part_page.parent / "figures" / "forest_differences.png"
+    forest.unlink()
     assert refresh_reference_pages(tmp_path / "parts") == [part_page]
+    assert forest.stat().st_size > 0  # redrawn from the rewritten lines
     assert claim_sentence(part_page) == claim_sentence(whole_page)
     assert outside_the_list(part_page.read_text()) == outside_the_list(before)  # figures, tables kept
     write_report([later], tmp_path / "clash" / "arith-tuned", formats=["csv"], n_boot=500)
