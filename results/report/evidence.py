@@ -29,7 +29,7 @@ from scipy import stats as sps
 from benchmarks.run_stats import paired_difference
 from benchmarks.seed_stats import seed_noise_bound_test, welch_interval
 from results.files import read_json
-from results.report.claims import Claim
+from results.report.claims import REFERENCE_PARTS, Claim
 from results.report.differences import pair_row
 from results.report.score_matrix import SCORE_MATRIX_FILE, read_score_matrix
 
@@ -204,6 +204,13 @@ class Reference:
                 self.matrices.update(matrices)
                 self.ks.update(ks)
         self.provenance = [d / "provenance.json" for d in dirs]
+
+    @classmethod
+    def named(cls, root: Path, name: str) -> Reference:
+        """The reference comparison `name` under the reference root `root`, joined with those of
+        its parts (`REFERENCE_PARTS`) that exist there."""
+        parts = [root / part for part in REFERENCE_PARTS.get(name, ()) if (root / part).exists()]
+        return cls(root / name, *parts)
 
     def budget_and_tuning(self, claim: Claim) -> str:
         """The budget and tuning of the comparisons that hold the claim's arms (`budget_and_tuning`)."""

@@ -29,12 +29,11 @@ def refresh_reference_pages(root: Path) -> list[Path]:
     written = []
     for name, parts in REFERENCE_PARTS.items():
         page = root / name / "index.html"
-        present = [root / part for part in parts if (root / part).exists()]
-        if not present or not page.exists():
+        if not any((root / part).exists() for part in parts) or not page.exists():
             continue
-        own = Reference(root / name)
+        own = Reference(root / name)  # the page's own rows; judged in the joined reference
         lines = bottom_lines(
-            own.diffs, own.scores, own.per_seed, own.matrices, name, Reference(root / name, *present)
+            own.diffs, own.scores, own.per_seed, own.matrices, name, Reference.named(root, name)
         )
         forest_plot(lines, root / name / "figures")  # its levels and filled markers follow the lines
         sentences = [sentence(line) for line in lines] + stability_sentences(own.runs)

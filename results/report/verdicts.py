@@ -36,7 +36,7 @@ import pandas as pd
 
 from benchmarks.multiplicity import holm, holm_levels
 from benchmarks.run_stats import Direction, format_p, p_floor
-from results.report.claims import CLAIMS, REFERENCE_PARTS, Claim, paper_text
+from results.report.claims import CLAIMS, Claim, paper_text
 from results.report.differences import both_intervals_verdict, row_mde
 from results.report.evidence import Evidence, Reference, compute_comparison
 from results.report.findings import Finding
@@ -79,10 +79,7 @@ def assess(root: Path) -> list[Verdict]:
     evidence = []
     for claim in CLAIMS:
         if claim.reference not in references:  # several claims share one reference comparison
-            parts = [
-                root / part for part in REFERENCE_PARTS.get(claim.reference, ()) if (root / part).exists()
-            ]
-            references[claim.reference] = Reference(root / claim.reference, *parts)
+            references[claim.reference] = Reference.named(root, claim.reference)
         evidence.append(references[claim.reference].evidence(claim))
     budgets = [references[c.reference].budget_and_tuning(c) for c in CLAIMS]
     computes = [compute_comparison(references[c.reference].runs, c.arm, c.other) for c in CLAIMS]

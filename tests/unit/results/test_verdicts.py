@@ -241,7 +241,6 @@ def test_each_committed_report_s_bottom_line_is_the_verdict_table_s():
     from html import escape
 
     from results.report.bottom_line import bottom_lines, sentence
-    from results.report.claims import REFERENCE_PARTS
     from results.report.evidence import Reference
     from results.report.stability_verdicts import stability_sentences
 
@@ -251,8 +250,7 @@ def test_each_committed_report_s_bottom_line_is_the_verdict_table_s():
         if "Bottom line" not in text:
             continue  # made before reports opened with one (issue 38: regenerated with the re-runs)
         ref = Reference(page.parent)
-        parts = [page.parent.parent / p for p in REFERENCE_PARTS.get(page.parent.name, ())]
-        joined = Reference(page.parent, *[p for p in parts if p.exists()])  # judged over all parts
+        joined = Reference.named(page.parent.parent, page.parent.name)  # judged over all parts
         lines = bottom_lines(ref.diffs, ref.scores, ref.per_seed, ref.matrices, page.parent.name, joined)
         for label, words in [*map(sentence, lines), *stability_sentences(ref.runs)]:
             assert escape(f"{label}:") in text and escape(words) in text, (page.parent.name, label)
