@@ -47,6 +47,21 @@ def test_the_score_matrix_holds_every_count(report):
     assert (root / "report" / "score_matrix.csv").stat().st_size < 10_000
 
 
+def _assert_recomputed_as_written(report: Path, scores: pd.DataFrame, diffs: pd.DataFrame) -> None:
+    """The recomputed scores and differences equal the report's written tables, row for row."""
+    for got, table, key in (
+        (scores, "scores.csv", ["arm", "benchmark"]),
+        (diffs, "differences.csv", ["arm", "baseline", "benchmark"]),
+    ):
+        written = pd.read_csv(report / "tables" / table)
+        pd.testing.assert_frame_equal(
+            got.sort_values(key).reset_index(drop=True)[written.columns].astype(written.dtypes.to_dict()),
+            written.sort_values(key).reset_index(drop=True),
+            check_dtype=False,
+            rtol=1e-12,
+        )
+
+
 @pytest.mark.parametrize(
     "name, baseline, benchmark",
     [
@@ -58,18 +73,8 @@ def test_the_score_matrix_holds_every_count(report):
 def test_the_reports_intervals_recompute_from_the_score_matrix_alone(report, name, baseline, benchmark):
     root, _ = report
     scores, diffs = tables_from_score_matrix(root / name, baseline=baseline, n_boot=500)
-    written_scores = pd.read_csv(root / name / "tables" / "scores.csv")
     written_diffs = pd.read_csv(root / name / "tables" / "differences.csv")
-    for got, written, key in (
-        (scores, written_scores, ["arm", "benchmark"]),
-        (diffs, written_diffs, ["arm", "baseline", "benchmark"]),
-    ):
-        pd.testing.assert_frame_equal(
-            got.sort_values(key).reset_index(drop=True)[written.columns].astype(written.dtypes.to_dict()),
-            written.sort_values(key).reset_index(drop=True),
-            check_dtype=False,
-            rtol=1e-12,
-        )
+    _assert_recomputed_as_written(root / name, scores, diffs)
     assert benchmark in set(diffs["benchmark"]) and len(written_diffs) >= 1
 
 
@@ -80,20 +85,10 @@ REFERENCES = Path(__file__).resolve().parents[3] / "results" / "reference"
 def test_each_committed_reference_s_tables_recompute_from_its_score_matrix(name):
     # issue 36's evidence: anyone can recompute a reference's intervals from the repository alone
     root = REFERENCES / name
-    written_scores = pd.read_csv(root / "tables" / "scores.csv")
     written_diffs = pd.read_csv(root / "tables" / "differences.csv")
     heading = (root / "tables" / "differences.md").read_text().split(": ", 1)[0]
     baseline = heading.removeprefix("**Differences vs ")  # the report's --baseline
     scores, diffs = tables_from_score_matrix(
         root, baseline=baseline, n_boot=int(written_diffs["n_boot"].iloc[0])
     )
-    for got, written, key in (
-        (scores, written_scores, ["arm", "benchmark"]),
-        (diffs, written_diffs, ["arm", "baseline", "benchmark"]),
-    ):
-        pd.testing.assert_frame_equal(
-            got.sort_values(key).reset_index(drop=True)[written.columns].astype(written.dtypes.to_dict()),
-            written.sort_values(key).reset_index(drop=True),
-            check_dtype=False,
-            rtol=1e-12,
-        )
+    _assert_recomputed_as_written(root, scores, diffs)
