@@ -108,7 +108,7 @@ def test_runs_are_placed_by_the_gpus_they_ask_for(ray_cluster, base_checkpoint, 
         '[arms.grpo-disagg]\nalgo = "grpo"\nset = { rollout_servers = 1, engine = "http" }\n'  # learner + a server: 2 GPUs
     )
     out = tmp_path / "cmp"
-    cmd = compare_args(base_checkpoint, out, algos=str(arms), seeds="1,2", budget=16)
+    cmd = compare_args(base_checkpoint, out, "--no-report", algos=str(arms), seeds="1,2", budget=16)
     done = _run(_on_cluster(ray_cluster, cmd))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "ray cluster at" in done.stdout and "3 node(s)" in done.stdout
@@ -133,7 +133,8 @@ def test_the_readme_recipe_ray_job_submit_runs_a_comparison(ray_cluster, base_ch
     # `ray job submit -- bench compare ...`: the entrypoint runs on the head with RAY_ADDRESS set,
     # which makes --cluster ray the default
     out = tmp_path / "cmp"
-    cmd = compare_args(base_checkpoint, out, algos="grpo", seeds="1", budget=16)
+    # no report: on the head beside Ray's own processes it takes ~40 s of this test (measured)
+    cmd = compare_args(base_checkpoint, out, "--no-report", algos="grpo", seeds="1", budget=16)
     ray_bin = str(Path(sys.executable).with_name("ray"))
     dashboard = f"http://{ray_cluster.head_node.webui_url}"
     done = _run([ray_bin, "job", "submit", "--address", dashboard, "--", *cmd, "--cpus-per-run", "0.5"])
@@ -145,7 +146,9 @@ def test_the_readme_recipe_ray_job_submit_runs_a_comparison(ray_cluster, base_ch
 
 def test_a_lost_node_is_survived_and_the_run_resumed(ray_cluster, base_checkpoint, tmp_path):
     out = tmp_path / "cmp"
-    cmd = compare_args(base_checkpoint, out, algos="grpo", seeds="1", budget=8 * LOST_RUN_STEPS)
+    cmd = compare_args(
+        base_checkpoint, out, "--no-report", algos="grpo", seeds="1", budget=8 * LOST_RUN_STEPS
+    )
     proc = subprocess.Popen(
         _on_cluster(ray_cluster, cmd),
         cwd=REPO,
@@ -181,7 +184,9 @@ def test_a_killed_driver_is_resumed_by_the_same_command(ray_cluster, base_checkp
     # claim's holder gone, takes the run over and resumes it: trained once, nothing lost
     out = tmp_path / "cmp"
     budget = 8 * LOST_RUN_STEPS
-    cmd = _on_cluster(ray_cluster, compare_args(base_checkpoint, out, algos="grpo", seeds="1", budget=budget))
+    cmd = _on_cluster(
+        ray_cluster, compare_args(base_checkpoint, out, "--no-report", algos="grpo", seeds="1", budget=budget)
+    )
     driver = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run_dir = out / "runs" / "grpo-s0"
     _until_a_checkpoint(driver, run_dir)
