@@ -20,7 +20,7 @@ from results.comparison import Comparison
 from results.report.claims import CLAIMS, Claim
 from results.report.evidence import Reference
 from results.report.findings import Finding
-from results.report.verdicts import judge, verdict_text
+from results.report.verdicts import Verdict, judge, verdict_text
 
 
 @dataclass(frozen=True)
@@ -63,10 +63,11 @@ def bottom_lines(
     report: str,
     reference: Reference | None = None,
 ) -> list[Line]:
-    """One `Line` per row of the differences table (module docstring); `report`: the name of the
-    report's directory (a reference's name makes its claims the verdict table's); `reference`:
-    the reference its claims are judged in (default: these tables; a reference in parts: all of
-    them, `refresh_reference_pages`)."""
+    """One `Line` per row of the differences table (module docstring), less an arm-vs-baseline
+    row that mirrors a claim's row (the claim says it); `report`: the name of the report's
+    directory (a reference's name makes its claims the verdict table's); `reference`: the
+    reference its claims are judged in (default: these tables; a reference in parts: all of them,
+    `refresh_reference_pages`), whose claims between arms of different parts follow the rows."""
     if diffs.empty:
         return []
     rows = list(diffs.itertuples(index=False))
@@ -75,41 +76,36 @@ def bottom_lines(
     reference = reference or Reference.from_frames(scores, diffs, per_seed, matrices)
     claimed = [claims[i] for i in judged]
     # the reference's claims not among these rows share the Holm family, as in the verdict table
-    # (without evidence here they enter as not run, as there)
+    # (without evidence they enter as not run, as there)
     family = claimed + [c for c in CLAIMS if c.reference == report and c not in claimed]
     unstated = ["-"] * len(family)  # the report states budget and compute in its own tables
-    evidence = [reference.evidence(c) for c in family]
-    verdicts = dict(zip(judged, judge(family, evidence, unstated, unstated)))
+    verdicts = judge(family, [reference.evidence(c) for c in family], unstated, unstated)
+    by_claim = dict(zip(family, verdicts))
+    said = {(c.other, c.arm, c.benchmark) for c in claimed}
     lines = []
-    for i, r in enumerate(rows):
-        v = verdicts.get(i)
-        welch = None if math.isnan(r.welch_low) else (r.welch_low, r.welch_high)
-        line = Line(
-            r.arm,
-            r.baseline,
-            r.benchmark,
-            r.diff,
-            (r.ci_low, r.ci_high),
-            welch,
-            0.95,
-            r.verdict,
-            r.verdict != "not distinguishable",
-        )
+    for r, claim in zip(rows, claims):
+        if claim is None and (r.arm, r.baseline, r.benchmark) in said:
+            continue  # the mirror of a claim's row
+        v = by_claim.get(claim)
         if v is not None and v.boot is not None:
-            line = Line(
-                r.arm,
-                r.baseline,
-                r.benchmark,
-                r.diff,
-                v.boot,
-                v.welch,
-                1 - v.level,
-                verdict_text(v),
-                v.finding in (Finding.SAME, Finding.OPPOSITE),
-                v.claim,
-            )
-        lines.append(line)
-    return lines
+            lines.append(_claim_line(v))
+            continue
+        welch = None if math.isnan(r.welch_low) else (r.welch_low, r.welch_high)
+        shown = r.verdict != "not distinguishable"
+        lines.append(
+            Line(r.arm, r.baseline, r.benchmark, r.diff, (r.ci_low, r.ci_high), welch, 0.95, r.verdict, shown)
+        )
+    # claims across a reference's parts: judged in the joined reference, in no row of these tables
+    return lines + [_claim_line(v) for v in verdicts[len(claimed) :] if v.boot is not None]
+
+
+def _claim_line(v: Verdict) -> Line:
+    """The line of a judged claim: its difference, its intervals at its level and its verdict."""
+    c = v.claim
+    shown = v.finding in (Finding.SAME, Finding.OPPOSITE)
+    return Line(
+        c.arm, c.other, c.benchmark, v.evidence.diff, v.boot, v.welch, 1 - v.level, verdict_text(v), shown, c
+    )
 
 
 def _pts(x: float) -> str:

@@ -15,6 +15,7 @@ from results.experiments import STATUS_DIR
 from results.files import read_json
 from results.report.bottom_figures import forest_plot, interval_estimates, probability_of_improvement
 from results.report.bottom_line import bottom_lines, budget_text, report_title, sentence
+from results.report.claims import part_of
 from results.report.html import write_index
 from results.report.html_tables import config_diff, table_html
 from results.report.render import Cell, cell, display_frame
@@ -62,6 +63,7 @@ def write_page(
         title=title,
         intro=_intro(comparison),
         bottom_line=[sentence(line) for line in lines]
+        + _part_sentence(out.name)
         + stability_sentences(comparison.runs)
         + (sweep["sentences"] if sweep else []),
         sections=html_sections,
@@ -69,6 +71,20 @@ def write_page(
         provenance=provenance,
         commands=provenance.get("commands", []),
     )
+
+
+def _part_sentence(name: str) -> list[tuple[str, str]]:
+    """For a further part of a reference (`claims.REFERENCE_PARTS`): where its claims are stated."""
+    whole = part_of(name)
+    if whole is None:
+        return []
+    return [
+        (
+            f"Part of {whole}",
+            f"these arms join those of {whole} (../{whole}/index.html): the paper's claims between"
+            f" them are judged over both reports, on that page and in VERDICTS.md.",
+        )
+    ]
 
 
 def _intro(comparison: Comparison) -> list[str]:

@@ -6,6 +6,7 @@ README table, and exact intervals from a report's score matrix."""
 from __future__ import annotations
 
 import json
+from html import escape
 from pathlib import Path
 
 import pandas as pd
@@ -238,7 +239,6 @@ def test_each_committed_report_s_bottom_line_is_the_verdict_table_s():
     # a reference report's claims are those of its directory's name: one written elsewhere and
     # copied in would judge them as another reference's (it happened: arith-tuned's tuned claim
     # read as the untuned, exploratory one)
-    from html import escape
 
     from results.report.bottom_line import bottom_lines, sentence
     from results.report.evidence import Reference
@@ -318,7 +318,9 @@ def test_a_reference_reported_in_parts_judges_its_claims_as_one_report_of_all_ar
     )
     write_report([first, later], tmp_path / "whole" / "arith-tuned", formats=["csv", "html"], n_boot=500)
     write_report([first], tmp_path / "parts" / "arith-tuned", formats=["csv", "html"], n_boot=500)
-    write_report([later], tmp_path / "parts" / "arith-tuned-others", formats=["csv"], n_boot=500)
+    write_report([later], tmp_path / "parts" / "arith-tuned-others", formats=["csv", "html"], n_boot=500)
+    # the later part's page says where its claims are stated
+    assert "Part of arith-tuned:" in (tmp_path / "parts" / "arith-tuned-others" / "index.html").read_text()
     whole = {v.claim.label: v for v in assess(tmp_path / "whole") if v.claim.primary}
     parts = {v.claim.label: v for v in assess(tmp_path / "parts") if v.claim.primary}
     assert len(whole) == 4 and all(v.evidence is not None for v in whole.values())
@@ -331,11 +333,11 @@ def test_a_reference_reported_in_parts_judges_its_claims_as_one_report_of_all_ar
         assert (p.boot, p.welch, p.p_adjusted, p.finding) == (v.boot, v.welch, v.p_adjusted, v.finding), label
         assert p.budget == v.budget and p.compute == v.compute, label
 
-    # the first part's page (its runs may be gone) gets its bottom line judged over both parts
-    def claim_sentence(page: Path) -> str:
-        text = page.read_text()
-        label = "Table 1, tuned: SAO &gt; GRPO+DIS (math):</span>"
-        return text[text.index(label) : text.index("</li>", text.index(label))]
+    # the first part's page (its runs may be gone) gets its bottom line judged over both parts:
+    # every claim of the reference, those across the parts too, as one report of all arms says it
+    def claim_sentence(page: Path, label: str = "Table 1, tuned: SAO > GRPO+DIS (math)") -> str:
+        text, start = page.read_text(), f"{escape(label)}:</span>"
+        return text[text.index(start) : text.index("</li>", text.index(start))]
 
     whole_page, part_page = (tmp_path / d / "arith-tuned" / "index.html" for d in ("whole", "parts"))
 
@@ -354,7 +356,9 @@ def test_a_reference_reported_in_parts_judges_its_claims_as_one_report_of_all_ar
     forest.unlink()
     assert refresh_reference_pages(tmp_path / "parts") == [part_page]
     assert forest.stat().st_size > 0  # redrawn from the rewritten lines
-    assert claim_sentence(part_page) == claim_sentence(whole_page)
+    for label in whole:
+        assert claim_sentence(part_page, label) == claim_sentence(whole_page, label), label
+    assert "grpo+dis vs sao:" not in part_page.read_text()  # the mirror of a claim is not said twice
     assert outside_the_list(part_page.read_text()) == outside_the_list(before)  # figures, tables kept
     write_report([later], tmp_path / "clash" / "arith-tuned", formats=["csv"], n_boot=500)
     write_report([later], tmp_path / "clash" / "arith-tuned-others", formats=["csv"], n_boot=500)
