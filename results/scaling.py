@@ -18,6 +18,11 @@ A within [0, 1], B within (0, 10]).
   (tests/unit/results/test_scaling.py); read A's and B's intervals as lower bounds of the spread.
 - Check of the fit: fit on the points of the first half of the compute (C <= C_max / 2) and
   predict the second half; the mean absolute error of those predictions, in score units.
+- Whether A was measured (`asymptote_reading`): a curve whose C_mid lies past the largest compute
+  measured has not bent yet within the data, so its A is an extrapolation (many asymptotes fit
+  such points about equally well); an A at its bound (100%), or a flat curve (B at its bound: the
+  score did not move with compute), is not identified at all; an A whose interval contains R0 shows
+  no change; an A below R0 is a fall.
 """
 
 from __future__ import annotations
@@ -75,7 +80,12 @@ def fit_curve(c: np.ndarray, r: np.ndarray, r0: float) -> CurveFit | None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             (a, b, log_mid), _ = curve_fit(
-                model, c / scale, r, p0=guess, bounds=([0.0, 1e-3, -20.0], [1.0, 10.0, 20.0]), maxfev=20000
+                model,
+                c / scale,
+                r,
+                p0=guess,
+                bounds=([0.0, B_BOUND, -20.0], [A_BOUND, 10.0, 20.0]),
+                maxfev=20000,
             )
     except (RuntimeError, ValueError):
         return None
@@ -121,10 +131,35 @@ def fit_arm(points: pd.DataFrame, r0: float, n_boot: int = 1000, seed: int = 0) 
         "B_high": b_high,
         "C_mid": fit.c_mid,
         "holdout_mae": holdout_error(points["flops"].to_numpy(), points["score"].to_numpy(), r0),
+        "C_max": float(points["flops"].max()),
         "n_runs": len(runs),
         "n_points": len(points),
         "boot_failed": (n_boot if len(runs) > 1 else 0) - len(draws),
     }
+
+
+A_BOUND = 1.0
+"""A's upper bound in the fit (a score is a fraction)."""
+B_BOUND = 1e-3
+"""B's lower bound in the fit: a curve with B near it is flat, R = (R0 + A) / 2 at every C."""
+
+
+def asymptote_reading(fit: dict) -> str:
+    """How far a fit's A (`fit_arm`) can be read: 'flat' (B at its bound: the score did not rise
+    or fall with compute, A and C_mid not identified), 'at its bound' (A = 100%: not identified),
+    'no change from R0 shown' (A's bootstrap interval contains R0), 'a fall' (A below R0: the score fell with compute), 'extrapolated' (C_mid beyond the largest
+    compute measured, by how much: the curve has not bent within the data) or 'within the data'."""
+    if fit["B"] <= 10 * B_BOUND:
+        return "flat (B at its bound): not identified"
+    if fit["A"] >= A_BOUND - 1e-6:
+        return "at its bound: not identified"
+    if fit["A_low"] <= fit["r0"] <= fit["A_high"]:  # False where the intervals are NaN (one run)
+        return "no change from R0 shown (A's interval contains it)"
+    beyond = fit["C_mid"] > fit["C_max"]
+    where = f"C_mid {fit['C_mid'] / fit['C_max']:.1f}x the largest compute" if beyond else "within the data"
+    if fit["A"] < fit["r0"]:
+        return f"a fall below R0 ({where})"
+    return f"extrapolated: {where}" if beyond else where
 
 
 def _interval(draws: list[float]) -> tuple[float, float]:

@@ -12,7 +12,7 @@ import pandas as pd
 
 from results.comparison import Comparison
 from results.report.plotting import Figure, arm_colors, legend_below, new_figure, save, styled
-from results.scaling import fit_arm, fit_curve
+from results.scaling import asymptote_reading, fit_arm, fit_curve
 
 FLOPS = "budget/flops"
 CAPTION = (
@@ -20,7 +20,9 @@ CAPTION = (
     "in-training evaluations at their cumulative model FLOPs, seeds pooled; R0: the base model's score "
     "(the step-0 evaluations); A: asymptote, B: efficiency, C_mid: FLOPs at half the gain; 95% intervals: "
     "bootstrap over seeds (too narrow with few seeds); holdout: mean absolute error (points of %) of a fit "
-    "to the first half of the compute predicting the second"
+    "to the first half of the compute predicting the second; A read: within the data where C_mid is at or "
+    "below the largest compute measured, else an extrapolation; not identified at a bound of A or B (flat); "
+    "no change shown where A's interval contains R0; a fall where A is below R0"
 )
 
 
@@ -62,6 +64,7 @@ def compute_curve_table(comparison: Comparison, n_boot: int = 1000) -> pd.DataFr
                     "A % [95% CI]": f"{100 * fit['A']:.1f} [{100 * fit['A_low']:.1f}, {100 * fit['A_high']:.1f}]",
                     "B [95% CI]": f"{fit['B']:.2f} [{fit['B_low']:.2f}, {fit['B_high']:.2f}]",
                     "C_mid FLOPs": f"{fit['C_mid']:.3g}",
+                    "A read": asymptote_reading(fit),
                     "holdout MAE (points)": f"{100 * fit['holdout_mae']:.1f}",
                     "runs": fit["n_runs"],
                     "points": fit["n_points"],

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from results.scaling import fit_arm, fit_curve, holdout_error, saturating
+from results.scaling import asymptote_reading, fit_arm, fit_curve, holdout_error, saturating
 
 TRUE = {"r0": 0.45, "a": 0.72, "b": 1.4, "c_mid": 3e14}
 
@@ -113,3 +113,22 @@ def test_the_report_fits_each_arm_from_its_in_training_evaluations(tmp_path):
     assert table.loc["sao", "points"] == 36 and table.loc["sao", "runs"] == 3
     (figure,) = compute_curve_figures(comparison, tmp_path / "figures")
     assert figure.key == "compute_curves_arith" and figure.png.is_file()
+
+
+def test_how_far_each_asymptote_can_be_read():
+    # the true C_mid (3e14) lies inside the measured compute (2e13 .. 4e15): A is read from the data
+    assert asymptote_reading(fit_arm(_runs(noise=0.01, seed=4), TRUE["r0"], n_boot=20)) == "within the data"
+    # the same curve seen only up to 1e14, a third of the way to its midpoint: A is an extrapolation
+    early = _runs(noise=0.0, seed=4)
+    early = early[early["flops"] < 1e14]
+    fit = fit_arm(early, TRUE["r0"], n_boot=20)
+    assert fit["C_mid"] > fit["C_max"]
+    assert asymptote_reading(fit).startswith("extrapolated: C_mid ")
+    assert asymptote_reading({**fit, "A": 1.0}) == "at its bound: not identified"
+    # a run that did not move (a flat curve) and one that fell
+    # (a run that did not move fits either B at its bound or A's interval around R0)
+    unmoved = {**fit, "A": TRUE["r0"] + 0.002, "A_low": TRUE["r0"] - 0.01, "A_high": TRUE["r0"] + 0.01}
+    assert asymptote_reading(unmoved) == "no change from R0 shown (A's interval contains it)"
+    assert asymptote_reading({**fit, "B": 1e-3}) == "flat (B at its bound): not identified"
+    falling = fit_arm(_runs(noise=0.005, seed=5, a=0.1), TRUE["r0"], n_boot=20)
+    assert asymptote_reading(falling) == "a fall below R0 (within the data)"
