@@ -55,6 +55,7 @@ STYLE = {
     "pdf.fonttype": 42,
     "ps.fonttype": 42,
     "svg.fonttype": "path",
+    "svg.hashsalt": "rl-bench",  # else the SVG's clip-path ids are random: a new file for the same figure
 }
 """the paper style every figure is drawn and saved in (`styled`); fonts embedded as TrueType"""
 

@@ -23,7 +23,7 @@ from results.report.figures_training import (
     drift_figures,
     length_figure,
 )
-from results.report.plotting import COLUMN_IN, DPI, TEXT_IN
+from results.report.plotting import COLUMN_IN, DPI, TEXT_IN, new_figure, save
 from results.report.stability import survival_figure
 
 from .synthetic_runs import final_scores_frame, write_comparison, write_jsonl
@@ -331,3 +331,13 @@ def test_the_timeline_panels_share_a_time_axis_that_holds_every_step_label(tmp_p
     assert len(panels) == 2
     for ax in panels:
         assert max(text.get_position()[0] for text in ax.texts) <= ax.get_xlim()[1]
+
+
+def test_the_same_figure_is_written_as_the_same_bytes(tmp_path):
+    # a regenerated report leaves its committed figures untouched (no dates, no random SVG ids)
+    for out in ("a", "b"):
+        fig, (ax,) = new_figure()
+        ax.fill_between([1, 2], [2, 3], [4, 5])  # clipped to the axes: an id in the SVG
+        save(fig, tmp_path / out, "k", "title", "caption", None)
+    for ext in ("png", "svg", "pdf"):
+        assert (tmp_path / "a" / f"k.{ext}").read_bytes() == (tmp_path / "b" / f"k.{ext}").read_bytes(), ext
