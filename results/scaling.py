@@ -36,6 +36,10 @@ import pandas as pd
 
 MIN_POINTS = 4
 """Distinct compute values (C > 0) a fit needs: three parameters and one more to check them."""
+A_BOUND = 1.0
+"""A's upper bound in the fit (a score is a fraction)."""
+B_BOUND = 1e-3
+"""B's lower bound in the fit: a curve with B near it is flat, R = (R0 + A) / 2 at every C."""
 
 
 def saturating(c: np.ndarray, r0: float, a: float, b: float, c_mid: float) -> np.ndarray:
@@ -138,17 +142,12 @@ def fit_arm(points: pd.DataFrame, r0: float, n_boot: int = 1000, seed: int = 0) 
     }
 
 
-A_BOUND = 1.0
-"""A's upper bound in the fit (a score is a fraction)."""
-B_BOUND = 1e-3
-"""B's lower bound in the fit: a curve with B near it is flat, R = (R0 + A) / 2 at every C."""
-
-
 def asymptote_reading(fit: dict) -> str:
     """How far a fit's A (`fit_arm`) can be read: 'flat' (B at its bound: the score did not rise
     or fall with compute, A and C_mid not identified), 'at its bound' (A = 100%: not identified),
-    'no change from R0 shown' (A's bootstrap interval contains R0), 'a fall' (A below R0: the score fell with compute), 'extrapolated' (C_mid beyond the largest
-    compute measured, by how much: the curve has not bent within the data) or 'within the data'."""
+    'no change from R0 shown' (A's bootstrap interval contains R0), 'a fall' (A below R0: the
+    score fell with compute), 'extrapolated' (C_mid beyond the largest compute measured, by how
+    much: the curve has not bent within the data) or 'within the data'."""
     if fit["B"] <= 10 * B_BOUND:
         return "flat (B at its bound): not identified"
     if fit["A"] >= A_BOUND - 1e-6:

@@ -125,10 +125,10 @@ def test_how_far_each_asymptote_can_be_read():
     assert fit["C_mid"] > fit["C_max"]
     assert asymptote_reading(fit).startswith("extrapolated: C_mid ")
     assert asymptote_reading({**fit, "A": 1.0}) == "at its bound: not identified"
-    # a run that did not move (a flat curve) and one that fell
-    # (a run that did not move fits either B at its bound or A's interval around R0)
+    # a run that did not move fits either B at its bound (flat) or A's interval around R0
     unmoved = {**fit, "A": TRUE["r0"] + 0.002, "A_low": TRUE["r0"] - 0.01, "A_high": TRUE["r0"] + 0.01}
     assert asymptote_reading(unmoved) == "no change from R0 shown (A's interval contains it)"
     assert asymptote_reading({**fit, "B": 1e-3}) == "flat (B at its bound): not identified"
+    # and one that fell
     falling = fit_arm(_runs(noise=0.005, seed=5, a=0.1), TRUE["r0"], n_boot=20)
     assert asymptote_reading(falling) == "a fall below R0 (within the data)"

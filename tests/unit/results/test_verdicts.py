@@ -18,6 +18,7 @@ from benchmarks.run_stats import paired_difference
 from results.report import write_report
 from results.report.claims import CLAIMS
 from results.report.findings import Finding
+from results.report.html import CLAIMS_CLOSE, CLAIMS_OPEN
 from results.report.reference_pages import refresh_reference_pages
 from results.report.verdicts import (
     README_END,
@@ -239,7 +240,6 @@ def test_each_committed_report_s_bottom_line_is_the_verdict_table_s():
     # a reference report's claims are those of its directory's name: one written elsewhere and
     # copied in would judge them as another reference's (it happened: arith-tuned's tuned claim
     # read as the untuned, exploratory one)
-
     from results.report.bottom_line import bottom_lines, sentence
     from results.report.evidence import Reference
     from results.report.stability_verdicts import stability_sentences
@@ -342,10 +342,8 @@ def test_a_reference_reported_in_parts_judges_its_claims_as_one_report_of_all_ar
     whole_page, part_page = (tmp_path / d / "arith-tuned" / "index.html" for d in ("whole", "parts"))
 
     def outside_the_list(text: str) -> str:
-        return (
-            text[: text.index('<ul class="claims">')]
-            + text[text.index("</ul>", text.index('<ul class="claims">')) :]
-        )
+        start = text.index(CLAIMS_OPEN)
+        return text[:start] + text[text.index(CLAIMS_CLOSE, start) :]
 
     before = part_page.read_text()
     # the page as written before the join, its sentence made stale: the refresh rewrites it
