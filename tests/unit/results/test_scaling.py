@@ -10,7 +10,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from results.scaling import asymptote_reading, fit_arm, fit_curve, holdout_error, saturating
+from results.scaling import (
+    asymptote_reading,
+    fit_arm,
+    fit_curve,
+    holdout_error,
+    saturating,
+    saturating_jacobian,
+)
 
 TRUE = {"r0": 0.45, "a": 0.72, "b": 1.4, "c_mid": 3e14}
 
@@ -32,6 +39,23 @@ def test_the_curve_starts_at_r0_reaches_half_the_gain_at_c_mid_and_saturates_at_
     assert saturating(np.array([0.0]), 0.4, 0.8, 1.0, 1e14)[0] == pytest.approx(0.4)
     assert saturating(np.array([1e14]), 0.4, 0.8, 2.0, 1e14)[0] == pytest.approx(0.6)
     assert saturating(np.array([1e20]), 0.4, 0.8, 2.0, 1e14)[0] == pytest.approx(0.8)
+
+
+def test_the_fits_jacobian_is_the_curves_derivative():
+    # by hand at C = C_mid (rho = 1): dR/dA = 1/2, dR/dB = 0 (ln 1), dR/dlog C_mid = -(A - R0) B / 4
+    at_mid = saturating_jacobian(np.array([2.0]), 0.4, 0.8, 1.5, math.log(2.0))[0]
+    assert at_mid == pytest.approx([0.5, 0.0, -0.4 * 1.5 / 4])
+    # and against finite differences of `saturating` in (A, B, log C_mid), across both sides of C_mid
+    from scipy.optimize._numdiff import approx_derivative
+
+    c = np.geomspace(0.01, 100.0, 9)
+    for a, b, log_mid in [(0.72, 1.4, 0.3), (0.2, 0.5, -2.0), (0.9, 7.0, 1.0)]:
+        numeric = approx_derivative(
+            lambda p: saturating(c, 0.45, p[0], p[1], math.exp(p[2])),
+            np.array([a, b, log_mid]),
+            method="3-point",
+        )
+        assert saturating_jacobian(c, 0.45, a, b, log_mid) == pytest.approx(numeric, abs=1e-7)
 
 
 def test_known_parameters_are_recovered():
