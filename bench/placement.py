@@ -16,7 +16,9 @@ The GPU half (vLLM servers, NCCL) has not run on a GPU yet.
 
 from __future__ import annotations
 
+import functools
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ from typing import Any
 
 from bench.errors import UsageError
 from bench.launcher import is_launched
-from results.rundir import ATTEMPT_PID_VARIABLE
+from results.rundir import ATTEMPT_PID_VARIABLE, die_with_parent
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,10 @@ def launch(argv: list[str], config: Any, out: Path | None, gpus: list[str]) -> i
             file=sys.stderr,
             flush=True,
         )
-        learners = subprocess.Popen(cmd, env=env)
+        # SIGTERM to torchrun if this process is killed outright: it stops its ranks, which checkpoint
+        learners = subprocess.Popen(
+            cmd, env=env, preexec_fn=functools.partial(die_with_parent, signal.SIGTERM)
+        )
         try:
             return learners.wait()
         except BaseException:  # interrupted or terminated: the ranks checkpoint and stop first

@@ -140,7 +140,9 @@ class LearnerActor:
         run, deadline = RunDir(out), time.monotonic() + BUSY_WAIT_S
         while (run.path / "config.json").exists() and run.is_locked() and time.monotonic() < deadline:
             time.sleep(1.0)
-        # SIGTERM with the actor: torchrun stops its ranks, which checkpoint and release the run
+        # SIGTERM with the actor: torchrun stops its ranks, which checkpoint and release the run.
+        # A killed actor's children are SIGKILLed by Ray instead; then each rank's own request
+        # (`stop_with_launcher`, ATTEMPT_PID_VARIABLE set here) ends it the same way
         term_with_actor = functools.partial(die_with_parent, signal.SIGTERM)
         return subprocess.Popen(cmd, env=env, preexec_fn=term_with_actor).wait()
 

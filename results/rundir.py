@@ -109,6 +109,23 @@ def die_with_parent(sig: int) -> None:
         pass
 
 
+def stop_with_launcher() -> None:
+    """For a learner rank that `bench` placed (ATTEMPT_PID_VARIABLE set) under a launcher: SIGTERM
+    to this rank when its launcher (torchrun) dies, so that it checkpoints and lets the run go.
+    torchrun forwards a SIGTERM of its own to its ranks, but a launcher killed outright does not:
+    Ray SIGKILLs a killed actor's child processes (torchrun), and its ranks went on training the
+    run to its end beside the attempt that replaced them. A launcher already gone before the
+    request took (the rank's parent changed) gets the same SIGTERM at once."""
+    if not os.environ.get(ATTEMPT_PID_VARIABLE):
+        return
+    import signal
+
+    launcher = os.getppid()
+    die_with_parent(signal.SIGTERM)
+    if os.getppid() != launcher:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 class RunDirError(ValueError):
     """A run directory that cannot be used as asked (e.g. --out of a non-empty directory)."""
 

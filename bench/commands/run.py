@@ -160,9 +160,12 @@ def run(args: argparse.Namespace) -> int:
         resume_run,
         start_run,
     )
+    from results.rundir import stop_with_launcher
     from sweeps.launch import visible_gpus
 
     load_plugins(args)
+    if is_launched():
+        stop_with_launcher()  # a rank outlives no launcher of bench's (results.rundir)
     if args.cluster == "ray" and not is_launched():  # a launched rank trains; its placer chose the nodes
         return _run_on_ray(args)
     if args.learner_nodes != 1 and not is_launched():

@@ -1,7 +1,8 @@
 """Runs and evaluations survive crashes (through the CLI, as a user meets them): a damaged
 checkpoint, a second process on one run dir, a kill before the first checkpoint, a start that
 fails before training, and a killed `bench eval`; a run killed by SIGTERM or SIGKILL reads as
-`killed` in its own directory."""
+`killed` in its own directory; a run that placed its learner ranks, killed outright, leaves none
+training."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from results.rundir import BUSY_EXIT_CODE, RunDir, RunOutcome
-from tests.integration.test_cli_run import REPO, _common, _env, bench
+from tests.integration.test_cli_run import REPO, _assert_no_process_mentions, _common, _env, bench
 
 pytestmark = pytest.mark.slow
 
@@ -201,3 +202,21 @@ def test_a_killed_evaluation_resumes_and_matches_an_uninterrupted_one(base_check
     res = subprocess.run([*other, "--overwrite"], cwd=REPO, env=_env(), capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert json.loads((resumed / "arith.summary.json").read_text())["settings"]["seed"] == 4
+
+
+def test_kill_9_of_a_run_that_placed_its_ranks_stops_them_and_resume_has_no_gap(base_checkpoint, tmp_path):
+    """`bench run --set learner_ranks=2` places torchrun and two ranks; killed outright, it leaves
+    nothing training (torchrun gets SIGTERM with it and stops its ranks, which checkpoint), and
+    `--resume` places them again and trains every step once."""
+    out = tmp_path / "placed"
+    ranks = ["--set", "learner_ranks=2", "--set", "trajectories_per_step=16", "--set", "algo.group_size=4"]
+    proc = _start_and_wait(
+        _run_cmd(base_checkpoint, out, "--steps", "6", "--checkpoint-every", "2", *ranks),
+        lambda: (out / "checkpoints" / "step_000002").exists(),
+    )
+    _kill(proc)
+    _assert_no_process_mentions(str(out), within_s=60)  # torchrun and both ranks
+    assert _steps(out)[-1] < 6, _steps(out)  # stopped, not trained to the end beside the resume
+    res = bench("run", "--resume", str(out), "--no-progress")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert _steps(out) == [1, 2, 3, 4, 5, 6]

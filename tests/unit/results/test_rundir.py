@@ -242,3 +242,53 @@ def test_a_child_started_with_die_with_parent_ends_when_its_parent_is_killed(sig
     else:
         os.kill(child, signal.SIGKILL)
         pytest.fail("the child outlived its killed parent by 10 s")
+
+
+def _launcher_with_a_rank(attempt_pid: str) -> tuple[subprocess.Popen, int]:
+    """A 'launcher' process whose child (a 'rank') calls `stop_with_launcher` with
+    ATTEMPT_PID_VARIABLE = `attempt_pid`, then prints 'terminated' on SIGTERM or waits 20 s;
+    (the launcher, the rank's pid)."""
+    rank = (
+        "import os, signal, sys, time\n"
+        "from results.rundir import stop_with_launcher\n"
+        "signal.signal(signal.SIGTERM, lambda *_: (print('terminated', flush=True), os._exit(0)))\n"
+        "stop_with_launcher()\n"
+        "print(os.getpid(), flush=True)\n"
+        "time.sleep(20)\n"
+    )
+    launcher = (
+        "import os, subprocess, sys, time\n"
+        f"env = {{**os.environ, 'BENCH_ATTEMPT_PID': {attempt_pid!r}}}\n"
+        f"subprocess.Popen([sys.executable, '-c', {rank!r}], env=env)\n"
+        "time.sleep(20)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", launcher],
+        cwd=Path(__file__).resolve().parents[3],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return proc, int(proc.stdout.readline())
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_placed_rank_is_terminated_when_its_launcher_is_killed_outright():
+    # Ray SIGKILLs a killed learner actor's torchrun; its ranks must not train on beside the
+    # attempt that replaces them: they get SIGTERM (and checkpoint) when their launcher dies
+    from results.rundir import ATTEMPT_PID_VARIABLE
+
+    assert ATTEMPT_PID_VARIABLE == "BENCH_ATTEMPT_PID"
+    launcher, rank = _launcher_with_a_rank("4242")
+    launcher.kill()
+    launcher.wait()
+    assert launcher.stdout.readline().strip() == "terminated"  # the rank's handler ran
+    # without the variable (a rank bench did not place) nothing is asked of the kernel
+    launcher, rank = _launcher_with_a_rank("")
+    launcher.kill()
+    launcher.wait()
+    time.sleep(0.5)
+    try:
+        with open(f"/proc/{rank}/stat") as f:
+            assert f.read().split(")")[-1].split()[0] != "Z"  # still running, not terminated
+    finally:
+        os.kill(rank, signal.SIGKILL)
