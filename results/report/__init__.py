@@ -71,7 +71,8 @@ def write_report(
 ) -> ReportPaths:
     """Load `dirs` (comparison, sweep or run directories), compute every table, write them (and
     the figures and index.html with "html" in `formats`) into `out`. Tables without a row are
-    left out (one arm: no differences), as are figures without data. A write that fails on a
+    left out (one arm: no differences), as are figures without data; the tables and figures of
+    an earlier report in `out` are removed first (`OUTPUT_FILES`). A write that fails on a
     full disk names `out` (pandas and matplotlib name no file then)."""
     try:
         return _write_report(dirs, out, baseline, formats, n_boot)
@@ -94,6 +95,7 @@ def _write_report(
     if baseline is not None and baseline not in arms:
         raise ReportError(f"--baseline {baseline!r} is not an arm here; arms: {', '.join(arms)}")
     out.mkdir(parents=True, exist_ok=True)
+    _remove_previous_output(out)
     sections, sweep = {}, None
     for d in sweep_dirs:
         try:
@@ -148,6 +150,20 @@ def _write_report(
         )
         return ReportPaths(comparison, text, index, files)
     return ReportPaths(comparison, _budget_line(comparison) + "\n" + text, index, files, scores, diffs)
+
+
+OUTPUT_FILES = {"tables": (".md", ".csv", ".tex"), "figures": (".png", ".svg", ".pdf")}
+"""What a report writes under `out`: its tables and figures, by folder and suffix."""
+
+
+def _remove_previous_output(out: Path) -> None:
+    """Remove the tables and figures an earlier report wrote into `out`: a section or figure
+    this report leaves out (no rows, no data) must not stay behind from the last one (the drift
+    reference kept an empty aggregate table from an older layout). Other files are left."""
+    for folder, suffixes in OUTPUT_FILES.items():
+        for path in (out / folder).glob("*"):
+            if path.is_file() and path.suffix in suffixes:
+                path.unlink()
 
 
 def tables_from_score_matrix(

@@ -40,6 +40,26 @@ def test_a_single_run_reports_itself_without_a_comparison_s_tables(tmp_path):
     assert "Learning curves" in text
 
 
+def test_a_report_written_over_another_leaves_none_of_its_tables_or_figures_behind(tmp_path):
+    # two arms then one: the differences table and the forest plot of the first must go
+    two = write_comparison(
+        tmp_path / "two", arms=("sao", "grpo"), seeds=(0, 1, 2), steps=6, final_eval=(8, 2)
+    )
+    one = write_comparison(tmp_path / "one", arms=("sao",), seeds=(0,), steps=6, final_eval=(8, 2))
+    out = tmp_path / "report"
+    first = write_report([two], out, n_boot=N_BOOT)
+    assert "differences" in _tables(first) and (out / "figures" / "forest_differences.png").exists()
+    (out / "notes.txt").write_text("mine")  # not the report's: kept
+    second = write_report([one], out, n_boot=N_BOOT)
+    written = {p.name for p in second.files}
+    assert (
+        not (out / "tables" / "differences.csv").exists()
+        and not (out / "figures" / "forest_differences.png").exists()
+    )
+    assert {p.name for p in (out / "tables").iterdir()} <= written  # every table there is this report's
+    assert (out / "notes.txt").read_text() == "mine"
+
+
 def test_several_runs_are_arms_by_their_algorithm_and_compared(tmp_path):
     out = write_comparison(tmp_path / "cmp", arms=("sao", "ppo"), seeds=(0, 1), steps=6, final_eval=(8, 2))
     runs = sorted((out / "runs").iterdir())

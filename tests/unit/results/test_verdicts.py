@@ -362,3 +362,40 @@ def test_a_reference_reported_in_parts_judges_its_claims_as_one_report_of_all_ar
     write_report([later], tmp_path / "clash" / "arith-tuned-others", formats=["csv"], n_boot=500)
     with pytest.raises(ValueError, match="one name per arm"):
         assess(tmp_path / "clash")
+
+
+def test_the_bottom_line_says_each_difference_once_in_the_papers_order():
+    # the drift report's table has sao - grpo (a pair the paper's claims order so) and grpo - sao
+    # (each arm minus the baseline): one difference, said once, as the paper orders it, whatever
+    # the rows' order; a mirrored pair no claim orders is said as it first appears
+    from results.report.bottom_line import bottom_lines
+    from results.report.claims import claim_pairs
+
+    assert ("sao", "grpo") in claim_pairs() and not {("dapo", "ppo"), ("ppo", "dapo")} & claim_pairs()
+
+    def row(arm, baseline, diff):
+        return {
+            "arm": arm,
+            "baseline": baseline,
+            "benchmark": "drift-recovery",
+            "diff": diff,
+            "ci_low": diff - 0.04,
+            "ci_high": diff + 0.04,
+            "welch_low": diff - 0.02,
+            "welch_high": diff + 0.02,
+            "verdict": "not distinguishable",
+        }
+
+    rows = [
+        row("grpo", "sao", 0.005),
+        row("ppo", "dapo", 0.01),
+        row("sao", "grpo", -0.005),
+        row("dapo", "ppo", -0.01),
+    ]
+    for order, unordered in [(rows, ("ppo", "dapo")), (rows[::-1], ("dapo", "ppo"))]:
+        lines = bottom_lines(pd.DataFrame(order), pd.DataFrame(), pd.DataFrame(), {}, "some-report")
+        assert [(line.arm, line.other) for line in lines] == [
+            pair
+            for pair in [(r["arm"], r["baseline"]) for r in order]
+            if pair in {("sao", "grpo"), unordered}
+        ]
