@@ -27,6 +27,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import time
 from dataclasses import dataclass
 from enum import StrEnum
@@ -114,12 +115,10 @@ def stop_with_launcher() -> None:
     to this rank when its launcher (torchrun) dies, so that it checkpoints and lets the run go.
     torchrun forwards a SIGTERM of its own to its ranks, but a launcher killed outright does not:
     Ray SIGKILLs a killed actor's child processes (torchrun), and its ranks went on training the
-    run to its end beside the attempt that replaced them. A launcher already gone before the
-    request took (the rank's parent changed) gets the same SIGTERM at once."""
+    run to its end beside the attempt that replaced them. A rank whose launcher was gone before
+    the request took (its parent changed) sends itself the same SIGTERM at once."""
     if not os.environ.get(ATTEMPT_PID_VARIABLE):
         return
-    import signal
-
     launcher = os.getppid()
     die_with_parent(signal.SIGTERM)
     if os.getppid() != launcher:
