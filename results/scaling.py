@@ -127,18 +127,13 @@ def fit_arm(points: pd.DataFrame, r0: float, n_boot: int = 1000, seed: int = 0) 
     fit = fit_curve(points["flops"].to_numpy(), points["score"].to_numpy(), r0)
     if fit is None:
         return {}
-    runs = sorted(points["run"].unique())
-    by_run = [
-        (
-            points.loc[points["run"] == run, "flops"].to_numpy(float),
-            points.loc[points["run"] == run, "score"].to_numpy(float),
-        )
-        for run in runs
-    ]
+    # each run's points as arrays, in sorted run order: a resample concatenates whole runs
+    by_run = [(g["flops"].to_numpy(float), g["score"].to_numpy(float)) for _, g in points.groupby("run")]
+    n_runs = len(by_run)
     rng = np.random.default_rng(seed)
     draws = []
-    for _ in range(n_boot if len(runs) > 1 else 0):
-        sample = [by_run[i] for i in rng.integers(0, len(runs), len(runs))]
+    for _ in range(n_boot if n_runs > 1 else 0):
+        sample = [by_run[i] for i in rng.integers(0, n_runs, n_runs)]
         refit = fit_curve(np.concatenate([c for c, _ in sample]), np.concatenate([r for _, r in sample]), r0)
         if refit is not None:
             draws.append((refit.a, refit.b))
@@ -155,9 +150,9 @@ def fit_arm(points: pd.DataFrame, r0: float, n_boot: int = 1000, seed: int = 0) 
         "C_mid": fit.c_mid,
         "holdout_mae": holdout_error(points["flops"].to_numpy(), points["score"].to_numpy(), r0),
         "C_max": float(points["flops"].max()),
-        "n_runs": len(runs),
+        "n_runs": n_runs,
         "n_points": len(points),
-        "boot_failed": (n_boot if len(runs) > 1 else 0) - len(draws),
+        "boot_failed": (n_boot if n_runs > 1 else 0) - len(draws),
     }
 
 

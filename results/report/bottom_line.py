@@ -65,8 +65,8 @@ def bottom_lines(
 ) -> list[Line]:
     """One `Line` per row of the differences table (module docstring), less a row whose mirror
     says it (a claim's row, or the same two arms in the paper's order: `_mirrored`); `report`:
-    the name of the report's directory (a reference's name makes its claims the verdict table's); `reference`: the
-    reference its claims are judged in (default: these tables; a reference in parts: all of them,
+    the name of the report's directory (a reference's name makes its claims the verdict
+    table's); `reference`: the reference its claims are judged in (default: these tables; a reference in parts: all of them,
     `refresh_reference_pages`), whose claims between arms of different parts follow the rows."""
     if diffs.empty:
         return []
@@ -82,10 +82,10 @@ def bottom_lines(
     verdicts = judge(family, [reference.evidence(c) for c in family], unstated, unstated)
     by_claim = dict(zip(family, verdicts))
     said = {(c.other, c.arm, c.benchmark) for c in claimed}
-    keys = [(r.arm, r.baseline, r.benchmark) for r in rows]
+    keys, ordered = [(r.arm, r.baseline, r.benchmark) for r in rows], claim_pairs()
     lines = []
     for i, (r, claim) in enumerate(zip(rows, claims)):
-        if claim is None and (keys[i] in said or _mirrored(keys, i)):
+        if claim is None and (keys[i] in said or _mirrored(keys, i, ordered)):
             continue  # the mirror of a claim's row, or of a row said in the paper's order
         v = by_claim.get(claim)
         if v is not None and v.boot is not None:
@@ -100,14 +100,13 @@ def bottom_lines(
     return lines + [_claim_line(v) for v in verdicts[len(claimed) :] if v.boot is not None]
 
 
-def _mirrored(keys: list[tuple[str, str, str]], i: int) -> bool:
+def _mirrored(keys: list[tuple[str, str, str]], i: int, pairs: set[tuple[str, str]]) -> bool:
     """Whether row `i` (arm, other, benchmark) is said by its mirror among `keys`: the mirror is
-    in the paper's order (one of its claims compares those arms that way: sao - grpo, not grpo -
-    sao), or neither is and the mirror comes first."""
+    in the paper's order (`pairs`, the claims' (arm, other): sao - grpo, not grpo - sao), or
+    neither is and the mirror comes first."""
     arm, other, bench = keys[i]
     if (other, arm, bench) not in keys:
         return False
-    pairs = claim_pairs()
     if (arm, other) in pairs:
         return False
     return (other, arm) in pairs or keys.index((other, arm, bench)) < i

@@ -216,7 +216,8 @@ def test_kill_9_of_a_run_that_placed_its_ranks_stops_them_and_resume_has_no_gap(
     )
     _kill(proc)
     _assert_no_process_mentions(str(out), within_s=60)  # torchrun and both ranks
-    assert _steps(out)[-1] < 6, _steps(out)  # stopped, not trained to the end beside the resume
+    killed_at = _steps(out)
+    assert killed_at[-1] < 6, killed_at  # stopped, not trained to the end beside the resume
     res = bench("run", "--resume", str(out), "--no-progress")
     assert res.returncode == 0, res.stderr[-3000:]
     assert _steps(out) == [1, 2, 3, 4, 5, 6]
