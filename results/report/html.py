@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from results.report.html_tables import provenance_table, slug, table_html
-from results.report.plotting import Figure
+from results.report.plotting import DPI, Figure
 
 __all__ = ["slug", "table_html", "write_index"]
 
@@ -30,6 +30,11 @@ SECTIONS = {"curves": "Learning curves", "search": "The search"}
 """the figure sections shown after the bottom line, in this order, with their headings"""
 WIDE_PX = 1400
 """figures wider than this (text-width ones, at print resolution) take a whole row of the grid"""
+PX_PER_INCH = 120
+"""Screen pixels per inch of a figure's print size: every image is shown at most this large, so
+column-width and text-width figures show their fonts at one size. Scaled to fit its box instead,
+the bottom line's column-width forest plot showed at 196 pixels per inch beside curves at 122 (in
+headless Chromium at 1440 px; `test_report_html` checks the scale)."""
 
 CSS = """
 body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif; color: #1d1d1f;
@@ -67,7 +72,6 @@ table.provenance td { padding: 0.15rem 0; overflow-wrap: anywhere; }
 figure { margin: 0; }
 figure.wide { grid-column: 1 / -1; }
 figure img { width: 100%; height: auto; border: 1px solid #eee; }
-figure.wide img { max-width: 1000px; }
 figcaption { font-size: 0.84rem; color: #444; margin-top: 0.3rem; }
 figcaption .ref { font-weight: 600; color: #1d1d1f; }
 pre { background: #f6f8fa; padding: 0.8rem 1rem; overflow-x: auto; font-size: 0.85rem; border-radius: 4px; }
@@ -193,10 +197,15 @@ def claims_html(lines: list[tuple[str, str]]) -> str:
 
 
 def _bottom_line_html(out_dir: Path, lines: list[tuple[str, str]], figures: list[Figure]) -> str:
-    """The sentences, and beside them the bottom line's figures (the forest plot)."""
+    """The sentences, and beside them the bottom line's column-width figures (the forest plot of
+    a few differences); a text-width one (many) goes under both, across the page."""
     claims = claims_html(lines) if lines else "<div></div>"
-    figs = "".join(_figure_html(out_dir, f, wide=False) for f in figures)
-    return f'<section id="bottom-line">\n<h2>Bottom line</h2>\n{claims}\n<div>{figs}</div>\n</section>'
+    wide = [_png_width(f.png) > WIDE_PX for f in figures]
+    beside = "".join(_figure_html(out_dir, f, wide=False) for f, w in zip(figures, wide) if not w)
+    under = "".join(_figure_html(out_dir, f, wide=True) for f, w in zip(figures, wide) if w)
+    return (
+        f'<section id="bottom-line">\n<h2>Bottom line</h2>\n{claims}\n<div>{beside}</div>\n{under}</section>'
+    )
 
 
 def _unique_ids(ids: list[str]) -> list[str]:
@@ -221,9 +230,11 @@ def _figure_html(out_dir: Path, f: Figure, wide: bool | None = None) -> str:
     ref = f"{escape(f.paper_ref)} \u2014 " if f.paper_ref else ""
     wide = _png_width(f.png) > WIDE_PX if wide is None else wide
     css = ' class="wide"' if wide else ""
+    inches = _png_inches(f.png)
+    size = f' style="max-width: {round(inches * PX_PER_INCH)}px"' if inches else ""
     return (
         f'<figure id="{escape(f.key, quote=True)}"{css}>\n'
-        f'<a href="{png}"><img src="{png}" alt="{escape(f.title, quote=True)}" loading="eager"></a>\n'
+        f'<a href="{png}"><img src="{png}"{size} alt="{escape(f.title, quote=True)}" loading="eager"></a>\n'
         f'<figcaption><span class="ref">{ref}{escape(f.title)}.</span> {escape(f.caption)} {links}</figcaption>\n'
         "</figure>"
     )
@@ -243,6 +254,22 @@ def _png_width(path: Path) -> int:
     except OSError:
         return 0
     return int.from_bytes(head[16:20], "big") if head[:8] == b"\x89PNG\r\n\x1a\n" else 0
+
+
+def _png_inches(path: Path) -> float:
+    """A PNG's print width in inches: its width over the resolution its pHYs chunk states (matplotlib
+    writes the figure's dpi there), `DPI` where it states none; 0 when unreadable."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)  # pHYs comes before the image data
+    except OSError:
+        return 0.0
+    if head[:8] != b"\x89PNG\r\n\x1a\n":
+        return 0.0
+    width, at = int.from_bytes(head[16:20], "big"), head.find(b"pHYs")
+    per_metre = int.from_bytes(head[at + 4 : at + 8], "big") if at > 0 else 0
+    metre = at > 0 and head[at + 12] == 1  # unit 1: pixels per metre; 0: an aspect ratio only
+    return width / (per_metre * 0.0254) if metre and per_metre else width / DPI
 
 
 def _relative(path: Path, out_dir: Path) -> str:

@@ -16,8 +16,8 @@ import pytest
 
 from results.comparison import load
 from results.report.figures import write_figures
-from results.report.html import table_html, write_index
-from results.report.plotting import Figure
+from results.report.html import PX_PER_INCH, _png_inches, table_html, write_index
+from results.report.plotting import COLUMN_IN, DPI, TEXT_IN, Figure
 from tests.requires import chromium
 
 from .synthetic_runs import final_scores_frame
@@ -41,7 +41,8 @@ function sorts(table) {
 }
 window.addEventListener("load", function () {
   var images = Array.from(document.images).map(function (i) {
-    return {src: i.getAttribute("src"), complete: i.complete, width: i.naturalWidth, height: i.naturalHeight};
+    return {src: i.getAttribute("src"), complete: i.complete, width: i.naturalWidth, height: i.naturalHeight,
+            shown: i.clientWidth};
   });
   var tables = Array.from(document.querySelectorAll("table.data")).map(function (t) {
     var box = t.parentElement;
@@ -185,6 +186,28 @@ def test_repeated_section_headings_get_distinct_anchors(tmp_path):
     )  # sections without content are left out
 
 
+def test_a_figure_is_shown_at_most_at_its_print_width_at_one_scale(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure as MplFigure
+
+    for dpi, inches in ((300, 3.25), (110, 7.0), (300, 6.75)):
+        fig = MplFigure(figsize=(inches, 2), dpi=dpi)
+        fig.savefig(tmp_path / f"{dpi}-{inches}.png", dpi=dpi)
+        assert _png_inches(tmp_path / f"{dpi}-{inches}.png") == pytest.approx(inches, abs=0.01)
+    bare = tmp_path / "bare.png"  # the signature and IHDR only, no pHYs: the package's DPI is assumed
+    bare.write_bytes((tmp_path / "300-3.25.png").read_bytes()[:33])
+    assert _png_inches(bare) == pytest.approx(975 / DPI) and _png_inches(tmp_path / "none.png") == 0
+    figure = Figure(
+        "forest", "t", "c", tmp_path / "300-3.25.png", tmp_path / "300-3.25.svg", section="bottom line"
+    )
+    text = write_index(
+        tmp_path, title="t", intro=[], sections=[], figures=[figure], provenance={}, commands=[]
+    ).read_text()
+    assert f'style="max-width: {round(3.25 * PX_PER_INCH)}px"' in text
+
+
 @pytest.mark.chromium
 def test_index_renders_in_headless_chromium_with_every_image_and_table(synthetic_dirs, tmp_path):
     index, figures = _report(synthetic_dirs, tmp_path / "report")
@@ -226,6 +249,11 @@ def test_a_report_page_sorts_its_tables_and_every_link_resolves(tmp_path):
     assert diff["rows"] == 2  # the header and "algo": the only field the arms' configs differ in
     broken = [i["src"] for i in page["images"] if not (i["complete"] and i["width"] > 0)]
     assert page["images"] and not broken
+    # one scale for every figure at 1440 px: the bottom line's column-width forest plot no
+    # longer fills a box twice its size, and the text-width curves are not shrunk
+    per_inch = {i["src"]: i["shown"] / (i["width"] / DPI) for i in page["images"]}
+    assert all(0.9 * PX_PER_INCH <= s <= PX_PER_INCH + 0.5 for s in per_inch.values()), per_inch
+    assert {round(i["width"] / DPI, 2) for i in page["images"]} >= {COLUMN_IN, TEXT_IN}
     anchors = [link["href"] for link in page["links"] if link["target"] is False]
     assert not anchors, f"links to anchors that are not on the page: {anchors}"
     files = [link["href"] for link in page["links"] if link["target"] is None]
