@@ -34,6 +34,7 @@ TABLES: dict[str, dict] = {
     "table2": {
         "title": "Table 2: SWE-Bench Verified (resolved, %)",
         "columns": ["SWE-Bench Verified"],
+        "swe": True,
         "rows": {
             "base": ("base", [23.0]),
             "+GRPO (w/ DIS)": ("grpo+dis", [27.0]),
@@ -61,5 +62,13 @@ TABLES: dict[str, dict] = {
         },
     },
 }
-"""Each paper table: its title, the paper's columns, and rows: paper label -> (arm name in
-this harness, the paper's numbers)."""
+"""Each paper table: its title, the paper's columns, rows: paper label -> (arm name in this
+harness, the paper's numbers), and `swe` where it is the software-engineering table (the others
+are reasoning tables: the harness's other benchmarks stand in for their columns)."""
+
+
+def is_swe_benchmark(name: str) -> bool:
+    """Whether the harness benchmark `name` scores software-engineering episodes: the registry
+    names those `swe-*` (swe-mini, swe-synth, swe-verified). Table 2 shows only those, the
+    other tables only the rest (a swe-synth score beside AIME2025 compares nothing)."""
+    return name.startswith("swe-")

@@ -21,7 +21,7 @@ import pandas as pd
 
 from benchmarks.run_stats import format_p, iqm_ci, stratified_bootstrap_ci
 from results.comparison import Comparison
-from results.report.paper import BENCHMARK_COLUMNS, PAPER_SCALE, TABLES
+from results.report.paper import BENCHMARK_COLUMNS, PAPER_SCALE, TABLES, is_swe_benchmark
 from results.report.score_matrix import cell_counts, matrices_from_counts
 
 
@@ -229,11 +229,14 @@ def paper_tables(scores: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """The paper's table layouts: its rows and numbers, beside this harness's mean score (%)
     of the arm each row maps to on every benchmark the comparison evaluated. Only tables with
     at least two of their rows among the comparison's arms: a paper table compares its rows, and
-    one arm alone (SAO is in every table) would only repeat the scores table."""
+    one arm alone (SAO is in every table) would only repeat the scores table. A table shows the
+    benchmarks of its kind only (`paper.is_swe_benchmark`): Table 2 the SWE ones, the others the
+    rest."""
     out = []
     harness = {(r.arm, r.benchmark): 100 * r.mean for r in scores.itertuples()} if len(scores) else {}
-    benches = list(dict.fromkeys(scores["benchmark"])) if len(scores) else []
+    evaluated = list(dict.fromkeys(scores["benchmark"])) if len(scores) else []
     for spec in TABLES.values():
+        benches = [b for b in evaluated if is_swe_benchmark(b) == spec.get("swe", False)]
         arms = [arm for arm, _ in spec["rows"].values()]
         if sum(any((arm, b) in harness for b in benches) for arm in arms) < 2:
             continue

@@ -231,6 +231,33 @@ def test_the_paper_layouts_put_its_numbers_beside_ours(comparison_dir):
     assert not any(title.startswith(("Table 2", "Tables 3-4")) for title in tables)  # only SAO's row here
 
 
+def test_a_paper_table_shows_only_benchmarks_of_its_kind():
+    def scores(rows):
+        frame = pd.DataFrame(rows, columns=["arm", "benchmark", "mean"])
+        return frame.assign(n_seeds=3, ci_low=frame["mean"], ci_high=frame["mean"])
+
+    swe = dict(T.paper_tables(scores([("sao", "swe-synth", 0.197), ("grpo+dis", "swe-synth", 0.188)])))
+    assert list(swe) == ["Table 2: SWE-Bench Verified (resolved, %)"]  # no swe-synth beside AIME2025
+    assert (
+        swe["Table 2: SWE-Bench Verified (resolved, %)"]
+        .set_index("row")
+        .loc["+SAO", "swe-synth (this harness)"]
+        == "19.7"
+    )
+    both = scores(
+        [
+            ("sao", "arith", 0.7),
+            ("grpo", "arith", 0.5),
+            ("sao", "swe-synth", 0.2),
+            ("grpo+dis", "swe-synth", 0.1),
+        ]
+    )
+    tables = {title: df for title, df in T.paper_tables(both)}
+    table1 = tables["Table 1: math with a Python tool (Pass@1, %)"]
+    assert "arith (this harness)" in table1 and "swe-synth (this harness)" not in table1
+    assert list(tables["Table 2: SWE-Bench Verified (resolved, %)"].columns)[-1] == "swe-synth (this harness)"
+
+
 def test_markdown_and_latex_escape_their_special_characters():
     df = pd.DataFrame([{"arm": "a|b", "mean": 0.5, "note": "50% of x_y"}])
     assert "| a\\|b | 50.0 | 50% of x_y |" in to_markdown(df)
