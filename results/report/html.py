@@ -200,7 +200,7 @@ def _bottom_line_html(out_dir: Path, lines: list[tuple[str, str]], figures: list
     """The sentences, and beside them the bottom line's column-width figures (the forest plot of
     a few differences); a text-width one (many) goes under both, across the page."""
     claims = claims_html(lines) if lines else "<div></div>"
-    wide = [_png_width(f.png) > WIDE_PX for f in figures]
+    wide = [_png_size(f.png)[0] > WIDE_PX for f in figures]
     beside = "".join(_figure_html(out_dir, f, wide=False) for f, w in zip(figures, wide) if not w)
     under = "".join(_figure_html(out_dir, f, wide=True) for f, w in zip(figures, wide) if w)
     return (
@@ -228,9 +228,9 @@ def _figure_html(out_dir: Path, f: Figure, wide: bool | None = None) -> str:
         if Path(p).exists()
     )
     ref = f"{escape(f.paper_ref)} \u2014 " if f.paper_ref else ""
-    wide = _png_width(f.png) > WIDE_PX if wide is None else wide
+    pixels, inches = _png_size(f.png)  # one read of the header for both
+    wide = pixels > WIDE_PX if wide is None else wide
     css = ' class="wide"' if wide else ""
-    inches = _png_inches(f.png)
     size = f' style="max-width: {round(inches * PX_PER_INCH)}px"' if inches else ""
     return (
         f'<figure id="{escape(f.key, quote=True)}"{css}>\n'
@@ -246,30 +246,21 @@ def _figures_html(out_dir: Path, id_: str, heading: str, figures: list[Figure]) 
     return f'<section id="{id_}">\n<h2>{escape(heading)}</h2>\n<div class="figures">\n{items}\n</div>\n</section>'
 
 
-def _png_width(path: Path) -> int:
-    """A PNG's width in pixels from its header (0 when unreadable)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(24)
-    except OSError:
-        return 0
-    return int.from_bytes(head[16:20], "big") if head[:8] == b"\x89PNG\r\n\x1a\n" else 0
-
-
-def _png_inches(path: Path) -> float:
-    """A PNG's print width in inches: its width over the resolution its pHYs chunk states (matplotlib
-    writes the figure's dpi there), `DPI` where it states none; 0 when unreadable."""
+def _png_size(path: Path) -> tuple[int, float]:
+    """A PNG's width in pixels and in print inches, from its header: the pixels over the
+    resolution its pHYs chunk states (matplotlib writes the figure's dpi there), over `DPI` where
+    it states none; (0, 0.0) when unreadable."""
     try:
         with open(path, "rb") as f:
             head = f.read(4096)  # pHYs comes before the image data
     except OSError:
-        return 0.0
+        return 0, 0.0
     if head[:8] != b"\x89PNG\r\n\x1a\n":
-        return 0.0
+        return 0, 0.0
     width, at = int.from_bytes(head[16:20], "big"), head.find(b"pHYs")
     per_metre = int.from_bytes(head[at + 4 : at + 8], "big") if at > 0 else 0
     metre = at > 0 and head[at + 12] == 1  # unit 1: pixels per metre; 0: an aspect ratio only
-    return width / (per_metre * 0.0254) if metre and per_metre else width / DPI
+    return width, (width / (per_metre * 0.0254) if metre and per_metre else width / DPI)
 
 
 def _relative(path: Path, out_dir: Path) -> str:

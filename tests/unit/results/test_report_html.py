@@ -16,7 +16,7 @@ import pytest
 
 from results.comparison import load
 from results.report.figures import write_figures
-from results.report.html import PX_PER_INCH, _png_inches, table_html, write_index
+from results.report.html import PX_PER_INCH, _png_size, table_html, write_index
 from results.report.plotting import COLUMN_IN, DPI, TEXT_IN, Figure
 from tests.requires import chromium
 
@@ -195,10 +195,10 @@ def test_a_figure_is_shown_at_most_at_its_print_width_at_one_scale(tmp_path):
     for dpi, inches in ((300, 3.25), (110, 7.0), (300, 6.75)):
         fig = MplFigure(figsize=(inches, 2), dpi=dpi)
         fig.savefig(tmp_path / f"{dpi}-{inches}.png", dpi=dpi)
-        assert _png_inches(tmp_path / f"{dpi}-{inches}.png") == pytest.approx(inches, abs=0.01)
+        assert _png_size(tmp_path / f"{dpi}-{inches}.png")[1] == pytest.approx(inches, abs=0.01)
     bare = tmp_path / "bare.png"  # the signature and IHDR only, no pHYs: the package's DPI is assumed
     bare.write_bytes((tmp_path / "300-3.25.png").read_bytes()[:33])
-    assert _png_inches(bare) == pytest.approx(975 / DPI) and _png_inches(tmp_path / "none.png") == 0
+    assert _png_size(bare) == (975, pytest.approx(975 / DPI)) and _png_size(tmp_path / "none.png") == (0, 0)
     figure = Figure(
         "forest", "t", "c", tmp_path / "300-3.25.png", tmp_path / "300-3.25.svg", section="bottom line"
     )
