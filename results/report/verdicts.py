@@ -330,14 +330,39 @@ How a row is judged (`results/report/verdicts.py`):
 - "seeds beyond noise": arms whose seed means differ by more than their evaluation's sampling
   noise (chi-square test, p < 0.05); "bound": computed from per-seed means with an upper bound
   of the noise (it misses some, never invents one).
-- † the bootstrap of references made before issue 36: it paired seed s of one arm with seed s of
-  the other; ≈ its interval at a level other than 95%, read off the 95% interval as normal.
-  Both go once the references are re-run (their `score_matrix.csv` then gives exact intervals).
-  "needs the re-run": the reference committed no per-seed scores for this benchmark.
 - p-values at the bootstrap's floor print as "< 1/n_boot".
 - compute: at a matched trajectory budget, the arm's model FLOPs and wall time as multiples of
-  the other arm's (means over runs); "FLOPs not counted" for references made before they were.
+  the other arm's (means over runs).
 """
+
+# Legend lines for marks only references made before issue 36 produce; a line is printed only
+# where a row carries its mark, so a legend never explains what the table does not show.
+LEGACY_LEGEND = (
+    (
+        "†",
+        "- † the bootstrap of references made before issue 36: it paired seed s of one arm with seed s\n"
+        "  of the other (re-running the reference gives exact intervals from its `score_matrix.csv`).\n",
+    ),
+    (
+        "≈",
+        "- ≈ an interval at a level other than 95%, read off the 95% interval as normal (a reference\n"
+        "  made before issue 36, without `score_matrix.csv`).\n",
+    ),
+    (
+        Finding.NEEDS_RERUN,
+        f'- "{Finding.NEEDS_RERUN}": the reference committed no per-seed scores for this benchmark.\n',
+    ),
+    (
+        "FLOPs not counted",
+        '- "FLOPs not counted": runs that counted no model FLOPs (references made before they were).\n',
+    ),
+)
+
+
+def _legend(table: str) -> str:
+    """The header with the legacy legend lines whose marks occur in `table`."""
+    extra = "".join(line for mark, line in LEGACY_LEGEND if mark in table)
+    return HEADER.format(m=len(DECLARED_FAMILY)) + extra
 
 
 def write_verdicts(root: Path, readme: Path | None = None) -> Path:
@@ -346,7 +371,8 @@ def write_verdicts(root: Path, readme: Path | None = None) -> Path:
     --verdicts` then rewrites the bottom line of a reference page in parts:
     `reference_pages.refresh_reference_pages`.)"""
     path = root / VERDICTS_FILE
-    path.write_text(f"{HEADER.format(m=len(DECLARED_FAMILY))}\n{verdicts_markdown(root)}\n")
+    table = verdicts_markdown(root)
+    path.write_text(f"{_legend(table)}\n{table}\n")
     if readme is not None:
         text = readme.read_text()
         start, end = text.find(README_START), text.find(README_END)

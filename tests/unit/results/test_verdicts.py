@@ -186,6 +186,8 @@ def test_drift_without_per_seed_scores_needs_the_re_run_and_spread_seeds_are_nam
         "(bound)"
     )
     assert vapo["verdict"] == f"{Finding.DISAGREE} (exploratory)" and float(vapo["MDE"]) > 14.7
+    legend = write_verdicts(tmp_path).read_text().split("\n| claim |")[0]
+    assert '\n- "needs the re-run": the reference committed no per-seed scores' in legend
 
 
 def test_the_readme_gets_the_compact_table_with_links_from_the_readme(tmp_path):
@@ -200,6 +202,8 @@ def test_the_readme_gets_the_compact_table_with_links_from_the_readme(tmp_path):
     readme.write_text(f"# x\n\n{README_START}\nold\n{README_END}\n\nafter\n")
     path = write_verdicts(root, readme)
     assert "](arith/figures/fig1_final_scores.png)" in path.read_text() and "Holm" in path.read_text()
+    # an old-style reference (seeds paired, no FLOPs): the legend explains the marks it shows
+    assert "\n- † the bootstrap of references made before issue 36" in path.read_text()
     text = readme.read_text()
     assert "old" not in text and text.endswith(f"{README_END}\n\nafter\n")
     assert "](results/reference/arith/figures/fig1_final_scores.png)" in text
@@ -224,6 +228,9 @@ def test_a_report_with_its_score_matrix_gives_exact_intervals_at_holm_s_levels(t
     assert (
         "†" not in row["bootstrap CI"] and "≈" not in row["bootstrap CI"] and row["seeds beyond noise"] != "-"
     )
+    # no row carries a legacy mark, so the legend does not explain one
+    legend = write_verdicts(tmp_path / "ref").read_text().split("\n| claim |")[0]
+    assert "\n- † " not in legend and "\n- ≈ " not in legend and "needs the re-run" not in legend
 
 
 def test_the_committed_readme_and_verdicts_match_the_reference_tables():
@@ -284,6 +291,9 @@ def test_each_claim_says_how_the_arms_compute_compares(tmp_path):
         rows["Table 1, tuned: SAO > GRPO (math)"]["compute"] == "sao: 2.9x grpo's FLOPs, 3.7x its wall time"
     )
     assert rows["Table 1: SAO > GRPO (math)"]["compute"] == "-"  # that reference committed no runs table
+    old.assign(arm=["sao", "sao", "grpo", "grpo"]).to_csv(tmp_path / "arith-tuned" / "tables" / "runs.csv")
+    legend = write_verdicts(tmp_path).read_text().split("\n| claim |")[0]
+    assert '\n- "FLOPs not counted": runs that counted no model FLOPs' in legend
 
 
 def test_a_report_of_two_comparisons_states_the_budget_of_the_arms_a_claim_compares(tmp_path):
