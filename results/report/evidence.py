@@ -35,6 +35,9 @@ from results.report.score_matrix import SCORE_MATRIX_FILE, read_score_matrix
 
 DEFAULT_N_BOOT = 10000
 """The bootstrap size of references whose tables predate the `n_boot` column (`bench report`'s default)."""
+FLOPS_NOT_COUNTED = "FLOPs not counted"
+"""What the compute column says for runs without model FLOPs (references made before they were
+counted); VERDICTS.md's legend explains it where a row shows it."""
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,7 @@ def compute_comparison(runs: pd.DataFrame, arm: str, other: str) -> str:
 
     flops = mean(arm, "flops") / mean(other, "flops")
     wall = mean(arm, "elapsed_s") / mean(other, "elapsed_s")
-    parts = ["FLOPs not counted" if math.isnan(flops) else f"{flops:.2g}x {other}'s FLOPs"]
+    parts = [FLOPS_NOT_COUNTED if math.isnan(flops) else f"{flops:.2g}x {other}'s FLOPs"]
     if not math.isnan(wall):
         whose = "its" if not math.isnan(flops) else f"{other}'s"
         parts.append(f"{wall:.2g}x {whose} wall time")

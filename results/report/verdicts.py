@@ -38,7 +38,7 @@ from benchmarks.multiplicity import holm, holm_levels
 from benchmarks.run_stats import Direction, format_p, p_floor
 from results.report.claims import CLAIMS, Claim, paper_text
 from results.report.differences import both_intervals_verdict, row_mde
-from results.report.evidence import Evidence, Reference, compute_comparison
+from results.report.evidence import FLOPS_NOT_COUNTED, Evidence, Reference, compute_comparison
 from results.report.findings import Finding
 from results.report.render import to_markdown
 from results.report.stability_verdicts import stability_rows
@@ -353,8 +353,8 @@ LEGACY_LEGEND = (
         f'- "{Finding.NEEDS_RERUN}": the reference committed no per-seed scores for this benchmark.\n',
     ),
     (
-        "FLOPs not counted",
-        '- "FLOPs not counted": runs that counted no model FLOPs (references made before they were).\n',
+        FLOPS_NOT_COUNTED,
+        f'- "{FLOPS_NOT_COUNTED}": runs that counted no model FLOPs (references made before they were).\n',
     ),
 )
 
